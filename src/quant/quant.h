@@ -1,0 +1,33 @@
+// Block formats bit-compatible with ggml. Every type has a scalar reference (_ref) for
+// dequantise, quantise and dot product; the un-suffixed functions dispatch at run time to the
+// fastest path this CPU supports (AVX2 / AVX-512), each tested against its _ref twin.
+//
+// Dot products follow ggml's scheme: activations are first quantised to vec_dot_type(w_type)
+// (Q8_0 for Q4_0/Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants, F16 for F16, BF16 for BF16,
+// F32 for F32) and the integer/float dot product is taken block by block.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hc::quant {
+
+// Weight types the engine computes with: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K Q5_K Q6_K.
+bool is_supported_weight_type(GgmlType t);
+// Types quantize_row accepts as a target (the weight types plus Q8_1 and Q8_K).
+bool can_quantize_to(GgmlType t);
+// Activation type paired with weight type t.
+GgmlType vec_dot_type(GgmlType t);
+
+// n must be a multiple of the type's block size (HC_CHECK; callers validate shapes on load).
+void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
+void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
+// w: n elements of type t; a: n elements of type vec_dot_type(t). Returns sum_i w_i * a_i.
+float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* a);
+
+// Run-time dispatched versions (same results as _ref within the precision of the type).
+void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
+void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
+float vec_dot(GgmlType t, int64_t n, const void* w, const void* a);
+
+}  // namespace hc::quant
