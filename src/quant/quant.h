@@ -20,14 +20,24 @@ bool can_quantize_to(GgmlType t);
 GgmlType vec_dot_type(GgmlType t);
 
 // n must be a multiple of the type's block size (HC_CHECK; callers validate shapes on load).
+// Pointers need only the blocks' natural alignment (2 bytes; 4 for F32 and Q8_K), never
+// vector alignment. F32/F16/BF16 rows use block size 1.
 void dequantize_row_ref(GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
 // w: n elements of type t; a: n elements of type vec_dot_type(t). Returns sum_i w_i * a_i.
 float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* a);
 
-// Run-time dispatched versions (same results as _ref within the precision of the type).
+// Run-time dispatched versions. dequantize_row and quantize_row give exactly the _ref bytes;
+// vec_dot agrees with vec_dot_ref up to float rounding (different accumulation order).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 float vec_dot(GgmlType t, int64_t n, const void* w, const void* a);
+
+// The kernel vec_dot(t, ...) runs, for per-row hot loops that should skip the dispatch checks.
+// The caller guarantees n % block size == 0. HC_CHECK: t must be a supported weight type.
+using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
+VecDotFn vec_dot_fn(GgmlType t);
+// Widest instruction set the dispatched kernels use on this CPU: "avx512", "avx2", "scalar".
+const char* isa_name();
 
 }  // namespace hc::quant

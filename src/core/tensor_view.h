@@ -1,0 +1,24 @@
+// Non-owning typed 2-D matrix view, used alike for weights (mmapped), activations and caches.
+// Rows are contiguous: ne0 elements of `type` per row, `nb1` bytes between rows.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hc {
+
+struct TensorView {
+  GgmlType type = GgmlType::F32;
+  const void* data = nullptr;
+  int64_t ne0 = 0;  // elements per row (contiguous)
+  int64_t ne1 = 1;  // rows
+  int64_t nb1 = 0;  // bytes between rows
+
+  static TensorView make(GgmlType t, const void* d, int64_t ne0, int64_t ne1) {
+    return {t, d, ne0, ne1, row_bytes(t, ne0)};
+  }
+  const uint8_t* row(int64_t i) const { return static_cast<const uint8_t*>(data) + i * nb1; }
+  bool empty() const { return data == nullptr; }
+};
+
+}  // namespace hc

@@ -1,0 +1,50 @@
+#include "engine/session.h"
+
+#include <algorithm>
+
+namespace hc {
+
+namespace {
+int pick_ctx(const LlamaModel& m, int requested) {
+  if (requested > 0) return requested;
+  return std::min(m.hparams().n_ctx_train, 4096);
+}
+}  // namespace
+
+Session::Session(std::shared_ptr<const LlamaModel> model, const SessionParams& params)
+    : model_(std::move(model)),
+      params_(params),
+      pool_(params.n_threads),
+      cache_(model_->hparams().n_layer, pick_ctx(*model_, params.n_ctx),
+             int64_t{model_->hparams().n_head_kv} * model_->hparams().head_dim) {
+  if (params_.n_batch < 1) params_.n_batch = 1;
+}
+
+Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
+  if (tokens.empty()) return Status::Error("no tokens to evaluate");
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.n_ctx)
+    return Status::Error("context overflow: " + std::to_string(n_past_) + " tokens in context + " +
+                         std::to_string(tokens.size()) + " new exceed the context size " +
+                         std::to_string(cache_.n_ctx) + " (raise -c)");
+  const int n_vocab = model_->hparams().n_vocab;
+  logits_.clear();
+  for (size_t i = 0; i < tokens.size(); i += params_.n_batch) {
+    const size_t n = std::min(tokens.size() - i, static_cast<size_t>(params_.n_batch));
+    const bool last_chunk = i + n == tokens.size();
+    HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, tokens.subspan(i, n), n_past_,
+                         all_logits, &chunk_logits_));
+    n_past_ += static_cast<int>(n);
+    history_.insert(history_.end(), tokens.begin() + i, tokens.begin() + i + n);
+    if (all_logits) logits_.insert(logits_.end(), chunk_logits_.begin(), chunk_logits_.end());
+    else if (last_chunk) logits_.assign(chunk_logits_.end() - n_vocab, chunk_logits_.end());
+  }
+  return Status::Ok();
+}
+
+void Session::truncate(int n) {
+  HC_CHECK(n >= 0 && n <= n_past_);
+  n_past_ = n;
+  history_.resize(n);
+}
+
+}  // namespace hc

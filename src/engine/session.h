@@ -1,0 +1,53 @@
+// A Session is one conversation with a shared model: its own KV cache, position and scratch
+// buffers. Many sessions may share one LlamaModel (weights are immutable).
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/kv_cache.h"
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+
+namespace hc {
+
+struct SessionParams {
+  int n_ctx = 0;      // 0: the model's training context, capped at 4096
+  int n_threads = 2;
+  int n_batch = 512;  // prompt tokens evaluated per forward pass
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<const LlamaModel> model, const SessionParams& params);
+
+  const LlamaModel& model() const { return *model_; }
+  int n_ctx() const { return cache_.n_ctx; }
+  int n_past() const { return n_past_; }
+  const std::vector<int32_t>& history() const { return history_; }
+  ThreadPool& pool() { return pool_; }
+
+  // Evaluates tokens at the current position (in n_batch chunks) and advances it.
+  // Afterwards logits() holds the last token's logits, or every token's when all_logits.
+  Status eval(std::span<const int32_t> tokens, bool all_logits = false);
+  const std::vector<float>& logits() const { return logits_; }
+  // Forgets everything from position n on (n <= n_past).
+  void truncate(int n);
+  uint64_t kv_bytes() const { return cache_.bytes(); }
+
+ private:
+  std::shared_ptr<const LlamaModel> model_;
+  SessionParams params_;
+  ThreadPool pool_;
+  KvCache cache_;
+  ForwardScratch scratch_;
+  std::vector<float> logits_;
+  std::vector<float> chunk_logits_;
+  std::vector<int32_t> history_;
+  int n_past_ = 0;
+};
+
+}  // namespace hc

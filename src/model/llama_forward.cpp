@@ -1,0 +1,129 @@
+#include "model/llama_forward.h"
+
+#include <cmath>
+
+#include "ops/cpu/attention.h"
+#include "ops/cpu/ops.h"
+
+namespace hc {
+
+namespace {
+
+void ensure(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+Status validate(const LlamaModel& model, const KvCache& cache, std::span<const int32_t> tokens,
+                int pos0) {
+  const LlamaHParams& hp = model.hparams();
+  if (tokens.empty()) return Status::Error("no tokens to evaluate");
+  if (pos0 < 0 || pos0 + static_cast<int64_t>(tokens.size()) > cache.n_ctx)
+    return Status::Error("context overflow: positions " + std::to_string(pos0) + ".." +
+                         std::to_string(pos0 + tokens.size() - 1) + " do not fit a context of " +
+                         std::to_string(cache.n_ctx) + " tokens");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= hp.n_vocab)
+      return Status::Error("token id " + std::to_string(t) + " out of range [0, " +
+                           std::to_string(hp.n_vocab) + ")");
+  HC_CHECK(cache.n_layer == hp.n_layer && cache.kv_dim == int64_t{hp.n_head_kv} * hp.head_dim);
+  return Status::Ok();
+}
+
+// Normalises every token row of x into xb.
+void norm_rows(const float* x, float* xb, const TensorView& w, int64_t n_tok, int64_t n, float eps) {
+  for (int64_t t = 0; t < n_tok; ++t)
+    ops::rmsnorm(xb + t * n, x + t * n, static_cast<const float*>(w.data), n, eps);
+}
+
+void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il, KvCache& cache,
+                     ForwardScratch& s, ThreadPool& pool, int64_t n_tok, int pos0) {
+  const LlamaHParams& hp = model.hparams();
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim, kv_dim = cache.kv_dim;
+  norm_rows(s.x.data(), s.xb.data(), L.attn_norm, n_tok, hp.n_embd, hp.rms_eps);
+  ops::matmul(L.wq, s.xb.data(), n_tok, s.q.data(), pool, s.mm);
+  ops::matmul(L.wk, s.xb.data(), n_tok, s.k.data(), pool, s.mm);
+  ops::matmul(L.wv, s.xb.data(), n_tok, s.v.data(), pool, s.mm);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* cs = s.rope.data() + t * hp.n_rot;
+    for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
+    for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k.data() + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
+    fp16_t* kc = cache.k_at(il, pos0 + t);
+    fp16_t* vc = cache.v_at(il, pos0 + t);
+    for (int64_t d = 0; d < kv_dim; ++d) {
+      kc[d] = fp32_to_fp16(s.k[t * kv_dim + d]);
+      vc[d] = fp32_to_fp16(s.v[t * kv_dim + d]);
+    }
+  }
+  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  // Work items are (token, head) pairs so that single-token decode still uses every thread.
+  const int64_t n_items = n_tok * hp.n_head;
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_items, ith, nth, &b, &e);
+    float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * cache.n_ctx;
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t t = it / hp.n_head;
+      const int h = static_cast<int>(it % hp.n_head);
+      ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_at(il, 0),
+                         pos0 + t + 1, shape, scale, h, h + 1, s.att.data() + t * q_dim, tmp);
+    }
+  });
+  ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.mm);
+  ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+}
+
+void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScratch& s,
+               ThreadPool& pool, int64_t n_tok) {
+  const LlamaHParams& hp = model.hparams();
+  norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
+  ops::matmul(L.ffn_gate, s.xb.data(), n_tok, s.gate.data(), pool, s.mm);
+  ops::matmul(L.ffn_up, s.xb.data(), n_tok, s.up.data(), pool, s.mm);
+  const int64_t n = n_tok * hp.n_ff;
+  if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(s.gate.data(), s.up.data(), n);
+  else ops::swiglu(s.gate.data(), s.up.data(), n);
+  ops::matmul(L.ffn_down, s.gate.data(), n_tok, s.proj.data(), pool, s.mm);
+  ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+}
+
+}  // namespace
+
+Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
+                     ThreadPool& pool, std::span<const int32_t> tokens, int pos0,
+                     bool all_logits, std::vector<float>* logits) {
+  HC_TRY(validate(model, cache, tokens, pos0));
+  const LlamaHParams& hp = model.hparams();
+  const LlamaWeights& W = model.weights();
+  const int64_t n_tok = static_cast<int64_t>(tokens.size());
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  ensure(s.x, n_tok * hp.n_embd);
+  ensure(s.xb, n_tok * hp.n_embd);
+  ensure(s.q, n_tok * q_dim);
+  ensure(s.k, n_tok * cache.kv_dim);
+  ensure(s.v, n_tok * cache.kv_dim);
+  ensure(s.att, n_tok * q_dim);
+  ensure(s.proj, n_tok * hp.n_embd);
+  ensure(s.gate, n_tok * hp.n_ff);
+  ensure(s.up, n_tok * hp.n_ff);
+  ensure(s.rope, n_tok * hp.n_rot);
+  ensure(s.att_tmp, static_cast<size_t>(pool.size()) * cache.n_ctx);
+
+  for (int64_t t = 0; t < n_tok; ++t) {
+    ops::get_row(W.token_embd, tokens[t], s.x.data() + t * hp.n_embd);
+    ops::rope_cache(s.rope.data() + t * hp.n_rot, hp.n_rot, model.rope_theta_scale(),
+                    hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data), pos0 + t);
+  }
+  for (int il = 0; il < hp.n_layer; ++il) {
+    attention_block(model, W.layers[il], il, cache, s, pool, n_tok, pos0);
+    ffn_block(model, W.layers[il], s, pool, n_tok);
+  }
+  const int64_t first = all_logits ? 0 : n_tok - 1;
+  const int64_t n_out = n_tok - first;
+  float* xo = s.x.data() + first * hp.n_embd;
+  norm_rows(xo, s.xb.data(), W.output_norm, n_out, hp.n_embd, hp.rms_eps);
+  logits->resize(static_cast<size_t>(n_out) * hp.n_vocab);
+  ops::matmul(W.output, s.xb.data(), n_out, logits->data(), pool, s.mm);
+  return Status::Ok();
+}
+
+}  // namespace hc

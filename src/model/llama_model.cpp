@@ -1,0 +1,213 @@
+#include "model/llama_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "core/log.h"
+#include "quant/quant.h"
+
+namespace hc {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// ReLU-family checkpoints (ReluLLaMA, ProSparse, Bamboo) reuse the llama architecture.
+// The activation is declared by our key `<arch>.feed_forward_activation` or
+// `hotcold.ffn_activation`; without it, the model name is the only hint those files carry.
+Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& arch) {
+  for (const std::string& key : {arch + ".feed_forward_activation", std::string("hotcold.ffn_activation")}) {
+    if (!f.find(key)) continue;
+    HC_ASSIGN_OR_RETURN(std::string act, f.get_string(key));
+    act = lower(act);
+    if (act == "relu") return FfnActivation::kRelu;
+    if (act == "silu" || act == "swiglu") return FfnActivation::kSilu;
+    return Status::Error("metadata '" + key + "': expected 'relu' or 'silu', found '" + act + "'");
+  }
+  if (arch == "bamboo") return FfnActivation::kRelu;
+  const GgufValue* name = f.find("general.name");
+  if (name && !name->is_array() && std::holds_alternative<std::string>(name->scalar)) {
+    const std::string n = lower(std::get<std::string>(name->scalar));
+    if (n.find("relu") != std::string::npos || n.find("prosparse") != std::string::npos ||
+        n.find("bamboo") != std::string::npos)
+      return FfnActivation::kRelu;
+  }
+  return FfnActivation::kSilu;
+}
+
+Status positive(const char* what, int v) {
+  if (v > 0 && v < (1 << 24)) return Status::Ok();
+  return Status::Error(std::string("hyperparameter ") + what + " = " + std::to_string(v) +
+                       " (expected a positive value below 2^24)");
+}
+
+}  // namespace
+
+Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
+  LlamaHParams hp;
+  HC_ASSIGN_OR_RETURN(hp.arch, f.get_string("general.architecture"));
+  static const char* kArchs[] = {"llama", "mistral", "bamboo"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), hp.arch) == std::end(kArchs))
+    return Status::Error("unsupported architecture '" + hp.arch +
+                         "' (expected one of: llama, mistral, bamboo)");
+  const std::string a = hp.arch + ".";
+  HC_ASSIGN_OR_RETURN(uint32_t n_ctx, f.get_u32(a + "context_length"));
+  HC_ASSIGN_OR_RETURN(uint32_t n_embd, f.get_u32(a + "embedding_length"));
+  HC_ASSIGN_OR_RETURN(uint32_t n_layer, f.get_u32(a + "block_count"));
+  HC_ASSIGN_OR_RETURN(uint32_t n_ff, f.get_u32(a + "feed_forward_length"));
+  HC_ASSIGN_OR_RETURN(uint32_t n_head, f.get_u32(a + "attention.head_count"));
+  HC_ASSIGN_OR_RETURN(uint32_t n_head_kv, f.get_u32_or(a + "attention.head_count_kv", n_head));
+  hp.n_ctx_train = static_cast<int>(n_ctx);
+  hp.n_embd = static_cast<int>(n_embd);
+  hp.n_layer = static_cast<int>(n_layer);
+  hp.n_ff = static_cast<int>(n_ff);
+  hp.n_head = static_cast<int>(n_head);
+  hp.n_head_kv = static_cast<int>(n_head_kv);
+  for (auto [what, v] : {std::pair{"context_length", hp.n_ctx_train}, {"embedding_length", hp.n_embd},
+                         {"block_count", hp.n_layer}, {"feed_forward_length", hp.n_ff},
+                         {"head_count", hp.n_head}, {"head_count_kv", hp.n_head_kv}})
+    HC_TRY(positive(what, v));
+  if (hp.n_head % hp.n_head_kv != 0)
+    return Status::Error("head_count " + std::to_string(hp.n_head) +
+                         " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+  HC_ASSIGN_OR_RETURN(uint32_t key_len, f.get_u32_or(a + "attention.key_length", n_embd / n_head));
+  hp.head_dim = static_cast<int>(key_len);
+  if (hp.head_dim <= 0 || hp.head_dim > 512 || hp.head_dim % 2)
+    return Status::Error("head dimension " + std::to_string(hp.head_dim) +
+                         " (expected an even value in 2..512)");
+  HC_ASSIGN_OR_RETURN(uint32_t n_rot, f.get_u32_or(a + "rope.dimension_count", key_len));
+  hp.n_rot = static_cast<int>(n_rot);
+  if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2)
+    return Status::Error("rope.dimension_count " + std::to_string(hp.n_rot) +
+                         " (expected an even value <= head dimension " +
+                         std::to_string(hp.head_dim) + ")");
+  HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  HC_ASSIGN_OR_RETURN(hp.rope_freq_base, f.get_f32_or(a + "rope.freq_base", 10000.0f));
+  if (f.find(a + "rope.scaling.type")) {
+    HC_ASSIGN_OR_RETURN(std::string st, f.get_string(a + "rope.scaling.type"));
+    if (st == "linear") {
+      HC_ASSIGN_OR_RETURN(float factor, f.get_f32_or(a + "rope.scaling.factor", 1.0f));
+      if (factor > 0) hp.rope_freq_scale = 1.0f / factor;
+    } else if (st != "none") {
+      return Status::Error("rope.scaling.type '" + st + "' is not supported (expected none or linear)");
+    }
+  }
+  HC_ASSIGN_OR_RETURN(hp.ffn_act, detect_activation(f, hp.arch));
+  return hp;
+}
+
+Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& path) {
+  HC_ASSIGN_OR_RETURN(MappedFile mf, MappedFile::open(path));
+  auto parsed = parse_gguf(mf.bytes());
+  if (!parsed.ok()) return parsed.status().with_context("'" + path + "'");
+  auto model = std::shared_ptr<LlamaModel>(new LlamaModel());
+  model->mapped_ = std::move(mf);  // the mapping's address does not move with the object
+  model->file_ = std::move(parsed).value();
+  auto hp = LlamaHParams::from_gguf(model->file_);
+  if (!hp.ok()) return hp.status().with_context("'" + path + "'");
+  model->hp_ = *hp;
+  auto tok = Tokenizer::from_gguf(model->file_);
+  if (!tok.ok()) return tok.status().with_context("'" + path + "': tokenizer");
+  model->tok_.emplace(std::move(tok).value());
+  HC_TRY(model->bind_weights().with_context("'" + path + "'"));
+  return std::shared_ptr<const LlamaModel>(std::move(model));
+}
+
+Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file) {
+  auto model = std::shared_ptr<LlamaModel>(new LlamaModel());
+  model->file_ = std::move(file);
+  HC_ASSIGN_OR_RETURN(model->hp_, LlamaHParams::from_gguf(model->file_));
+  auto tok = Tokenizer::from_gguf(model->file_);
+  if (!tok.ok()) return tok.status().with_context("tokenizer");
+  model->tok_.emplace(std::move(tok).value());
+  HC_TRY(model->bind_weights());
+  return std::shared_ptr<const LlamaModel>(std::move(model));
+}
+
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+// Binds tensor `name` with ggml shape {ne0[, ne1]}; norms must be F32, matrices any
+// supported weight type.
+Status bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, bool matrix,
+            TensorView* out) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (!t) return Status::Error("missing tensor '" + name + "'");
+  const std::vector<int64_t> want = ne1 > 1 || matrix ? std::vector<int64_t>{ne0, ne1}
+                                                      : std::vector<int64_t>{ne0};
+  if (t->ne != want)
+    return Status::Error("tensor '" + name + "': expected shape " + shape_str(want) +
+                         ", found " + shape_str(t->ne));
+  if (matrix && !quant::is_supported_weight_type(t->type))
+    return Status::Error("tensor '" + name + "' has type " + dtype_name(t->type) +
+                         ", which hotcold cannot compute with (supported: F32, F16, BF16, Q8_0, "
+                         "Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
+  if (!matrix && t->type != GgmlType::F32)
+    return Status::Error("tensor '" + name + "': expected type F32, found " + dtype_name(t->type));
+  *out = TensorView::make(t->type, t->data, ne0, ne1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LlamaModel::bind_weights() {
+  const LlamaHParams& hp = hp_;
+  const GgufTensorInfo* emb = file_.find_tensor("token_embd.weight");
+  if (!emb) return Status::Error("missing tensor 'token_embd.weight'");
+  if (emb->ne.size() != 2) return Status::Error("tensor 'token_embd.weight': expected 2 dimensions");
+  hp_.n_vocab = static_cast<int>(emb->ne[1]);
+  if (hp_.n_vocab != tok_->n_vocab())
+    return Status::Error("token_embd.weight has " + std::to_string(hp_.n_vocab) +
+                         " rows but the vocabulary has " + std::to_string(tok_->n_vocab()) +
+                         " tokens");
+  const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
+  HC_TRY(bind(file_, "token_embd.weight", hp.n_embd, hp_.n_vocab, true, &w_.token_embd));
+  HC_TRY(bind(file_, "output_norm.weight", hp.n_embd, 1, false, &w_.output_norm));
+  if (file_.find_tensor("output.weight")) {
+    HC_TRY(bind(file_, "output.weight", hp.n_embd, hp_.n_vocab, true, &w_.output));
+  } else {
+    w_.output = w_.token_embd;  // tied embeddings
+  }
+  if (file_.find_tensor("rope_freqs.weight"))
+    HC_TRY(bind(file_, "rope_freqs.weight", hp.n_rot / 2, 1, false, &w_.rope_freqs));
+  w_.layers.resize(hp.n_layer);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LlamaLayerWeights& L = w_.layers[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.attn_norm));
+    HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));
+    HC_TRY(bind(file_, p + "attn_k.weight", hp.n_embd, kv_dim, true, &L.wk));
+    HC_TRY(bind(file_, p + "attn_v.weight", hp.n_embd, kv_dim, true, &L.wv));
+    HC_TRY(bind(file_, p + "attn_output.weight", q_dim, hp.n_embd, true, &L.wo));
+    HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
+    HC_TRY(bind(file_, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
+    HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_up));
+    HC_TRY(bind(file_, p + "ffn_down.weight", hp.n_ff, hp.n_embd, true, &L.ffn_down));
+  }
+  return Status::Ok();
+}
+
+float LlamaModel::rope_theta_scale() const {
+  return std::pow(hp_.rope_freq_base, -2.0f / static_cast<float>(hp_.n_rot));
+}
+
+uint64_t LlamaModel::weight_bytes_per_token() const {
+  auto bytes = [](const TensorView& t) { return static_cast<uint64_t>(t.nb1 * t.ne1); };
+  uint64_t total = static_cast<uint64_t>(w_.token_embd.nb1) + bytes(w_.output);
+  for (const auto& L : w_.layers)
+    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.ffn_gate) +
+             bytes(L.ffn_up) + bytes(L.ffn_down);
+  return total;
+}
+
+}  // namespace hc

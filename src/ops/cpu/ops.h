@@ -1,0 +1,32 @@
+// Element-wise and row-wise CPU ops on fp32 activations. Ops know nothing about models.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor_view.h"
+
+namespace hc::ops {
+
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x.
+void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
+// In-place RoPE on one head vector [head_dim] at position pos, rotating adjacent pairs
+// (x[2i], x[2i+1]) for i < n_rot/2 ("normal" mode, as ggml for the llama architecture).
+// Fills cos_sin[2*i], cos_sin[2*i+1] for i < n_rot/2 exactly as ggml's rope cache does:
+// theta starts at pos and is multiplied by theta_scale = base^(-2/n_rot) per pair (float
+// recurrence, not pow), divided by freq_factors[i] (Llama-3, may be null) and scaled.
+void rope_cache(float* cos_sin, int64_t n_rot, float theta_scale, float freq_scale,
+                const float* freq_factors, int64_t pos);
+// Applies a rope_cache to one head vector in place.
+void rope_apply(float* x, int64_t n_rot, const float* cos_sin);
+// In-place numerically stable softmax over n values.
+void softmax(float* x, int64_t n);
+// gate[i] = silu(gate[i]) * up[i]   (SwiGLU)
+void swiglu(float* gate, const float* up, int64_t n);
+// gate[i] = relu(gate[i]) * up[i]   (ReGLU)
+void reglu(float* gate, const float* up, int64_t n);
+// y[i] += x[i]
+void add_inplace(float* y, const float* x, int64_t n);
+// Dequantises row `i` of `table` (e.g. token embeddings) into out[table.ne0].
+void get_row(const TensorView& table, int64_t i, float* out);
+
+}  // namespace hc::ops

@@ -1,0 +1,90 @@
+// Builds a tiny random LLaMA-architecture GGUF in memory for model/engine tests.
+#pragma once
+#include <random>
+#include <string>
+#include <vector>
+
+#include "format/gguf.h"
+#include "quant/quant.h"
+
+namespace hc::testing {
+
+struct TinyModelSpec {
+  int n_vocab = 40, n_embd = 64, n_ff = 96, n_layer = 2, n_head = 4, n_head_kv = 2, n_ctx = 64;
+  GgmlType wtype = GgmlType::F32;
+  bool tied = false;
+  std::string activation;  // "" (SwiGLU) or "relu"
+};
+
+class TinyModel {
+ public:
+  explicit TinyModel(const TinyModelSpec& s, uint32_t seed = 42) : rng_(seed) {
+    const std::string a = "llama.";
+    w_.set("general.architecture", GgufValue::str("llama"));
+    w_.set(a + "context_length", GgufValue::u32(s.n_ctx));
+    w_.set(a + "embedding_length", GgufValue::u32(s.n_embd));
+    w_.set(a + "block_count", GgufValue::u32(s.n_layer));
+    w_.set(a + "feed_forward_length", GgufValue::u32(s.n_ff));
+    w_.set(a + "attention.head_count", GgufValue::u32(s.n_head));
+    w_.set(a + "attention.head_count_kv", GgufValue::u32(s.n_head_kv));
+    w_.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+    if (!s.activation.empty()) w_.set("hotcold.ffn_activation", GgufValue::str(s.activation));
+    std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
+    std::vector<float> scores = {0, 0, 0};
+    std::vector<int32_t> types = {2, 3, 3};
+    for (int i = 3; i < s.n_vocab; ++i) {
+      toks.push_back(std::string(1, static_cast<char>('a' + (i - 3) % 26)) +
+                     (i - 3 >= 26 ? std::to_string(i) : ""));
+      scores.push_back(-static_cast<float>(i));
+      types.push_back(1);
+    }
+    w_.set("tokenizer.ggml.model", GgufValue::str("llama"));
+    w_.set("tokenizer.ggml.tokens", GgufValue::str_array(toks));
+    w_.set("tokenizer.ggml.scores", GgufValue::f32_array(scores));
+    w_.set("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+    w_.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+    w_.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+    const int hd = s.n_embd / s.n_head;
+    matrix("token_embd.weight", s.n_embd, s.n_vocab, s.wtype, 1.0f);
+    norm("output_norm.weight", s.n_embd);
+    if (!s.tied) matrix("output.weight", s.n_embd, s.n_vocab, s.wtype, 0.3f);
+    for (int il = 0; il < s.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      norm(p + "attn_norm.weight", s.n_embd);
+      matrix(p + "attn_q.weight", s.n_embd, s.n_head * hd, s.wtype, 0.3f);
+      matrix(p + "attn_k.weight", s.n_embd, s.n_head_kv * hd, s.wtype, 0.3f);
+      matrix(p + "attn_v.weight", s.n_embd, s.n_head_kv * hd, s.wtype, 0.3f);
+      matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd, s.wtype, 0.1f);
+      norm(p + "ffn_norm.weight", s.n_embd);
+      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
+      matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.wtype, 0.1f);
+    }
+  }
+  GgufWriter& writer() { return w_; }
+  std::vector<uint8_t> bytes() { return *w_.serialize(); }
+
+ private:
+  void matrix(const std::string& name, int64_t ne0, int64_t ne1, GgmlType t, float scale) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> f(ne0 * ne1);
+    for (float& x : f) x = d(rng_);
+    const int64_t rb = row_bytes(t, ne0);
+    bufs_.emplace_back(rb * ne1);
+    for (int64_t r = 0; r < ne1; ++r)
+      quant::quantize_row_ref(t, f.data() + r * ne0, bufs_.back().data() + r * rb, ne0);
+    w_.add_tensor({name, {ne0, ne1}, t, {bufs_.back().data(), bufs_.back().size()}});
+  }
+  void norm(const std::string& name, int64_t n) {
+    std::uniform_real_distribution<float> d(0.8f, 1.2f);
+    bufs_.emplace_back(n * 4);
+    float* p = reinterpret_cast<float*>(bufs_.back().data());
+    for (int64_t i = 0; i < n; ++i) p[i] = d(rng_);
+    w_.add_tensor({name, {n}, GgmlType::F32, {bufs_.back().data(), bufs_.back().size()}});
+  }
+  std::mt19937 rng_;
+  GgufWriter w_;
+  std::vector<std::vector<uint8_t>> bufs_;  // std::vector<vector> keeps element buffers stable
+};
+
+}  // namespace hc::testing

@@ -1,0 +1,145 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/matmul.h"
+#include "ops/cpu/ops.h"
+#include "quant/quant.h"
+
+namespace hc {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Quantises a float matrix [rows, cols] into type t.
+std::vector<uint8_t> quantize_matrix(GgmlType t, const std::vector<float>& w, int64_t rows, int64_t cols) {
+  const int64_t rb = row_bytes(t, cols);
+  std::vector<uint8_t> out(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quant::quantize_row_ref(t, w.data() + r * cols, out.data() + r * rb, cols);
+  return out;
+}
+
+TEST(Matmul, ThreadedMatchesScalarReferenceForEveryType) {
+  const GgmlType types[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
+                            GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K,
+                            GgmlType::Q6_K};
+  for (GgmlType t : types) {
+    for (int64_t n_tok : {1, 3, 40}) {
+      const int64_t cols = 512, rows = 37;
+      auto wf = randn(rows * cols, 1);
+      auto wq = quantize_matrix(t, wf, rows, cols);
+      auto x = randn(n_tok * cols, 2);
+      TensorView w = TensorView::make(t, wq.data(), cols, rows);
+      std::vector<float> y(n_tok * rows), yr(n_tok * rows);
+      ops::matmul_ref(w, x.data(), n_tok, yr.data());
+      for (int nt : {1, 2, 3}) {
+        ThreadPool pool(nt);
+        ops::MatmulScratch s;
+        ops::matmul(w, x.data(), n_tok, y.data(), pool, s);
+        for (int64_t i = 0; i < n_tok * rows; ++i) {
+          // Same quantised activations; only summation order may differ: relative 1e-4 of
+          // the sum of |terms| (~ sqrt(cols) * E|w||x| ~ 20) is a loose fp32 bound.
+          ASSERT_NEAR(y[i], yr[i], 2e-3f + 1e-4f * std::fabs(yr[i]))
+              << dtype_name(t) << " n_tok " << n_tok << " threads " << nt << " i " << i;
+        }
+      }
+      // And against the exact float product: quantisation error only.
+      if (t == GgmlType::F32) {
+        for (int64_t tk = 0; tk < n_tok; ++tk)
+          for (int64_t r = 0; r < rows; ++r) {
+            double ref = 0;
+            for (int64_t c = 0; c < cols; ++c) ref += double(wf[r * cols + c]) * x[tk * cols + c];
+            ASSERT_NEAR(yr[tk * rows + r], ref, 1e-3);
+          }
+      }
+    }
+  }
+}
+
+TEST(Ops, RmsnormMatchesDefinition) {
+  auto x = randn(300, 3);
+  auto w = randn(300, 4);
+  std::vector<float> out(300);
+  ops::rmsnorm(out.data(), x.data(), w.data(), 300, 1e-5f);
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double scale = 1.0 / std::sqrt(ss / 300 + 1e-5);
+  for (int i = 0; i < 300; ++i) ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5);
+}
+
+TEST(Ops, RopeRotatesAdjacentPairsByPosTimesFrequency) {
+  const int n_rot = 64;
+  const float base = 10000.0f;
+  std::vector<float> cs(n_rot);
+  const int pos = 37;
+  ops::rope_cache(cs.data(), n_rot, std::pow(base, -2.0f / n_rot), 1.0f, nullptr, pos);
+  auto x = randn(n_rot, 5);
+  auto y = x;
+  ops::rope_apply(y.data(), n_rot, cs.data());
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double th = pos * std::pow(double(base), -2.0 * i / n_rot);
+    ASSERT_NEAR(y[2 * i], x[2 * i] * std::cos(th) - x[2 * i + 1] * std::sin(th), 1e-4);
+    ASSERT_NEAR(y[2 * i + 1], x[2 * i] * std::sin(th) + x[2 * i + 1] * std::cos(th), 1e-4);
+  }
+  // Norm is preserved by a rotation.
+  double n0 = 0, n1 = 0;
+  for (int i = 0; i < n_rot; ++i) { n0 += x[i] * x[i]; n1 += y[i] * y[i]; }
+  EXPECT_NEAR(n0, n1, 1e-3);
+}
+
+TEST(Attention, GroupedQueryMatchesNaiveSoftmaxAttention) {
+  ops::AttentionShape sh{8, 2, 16, 2 * 16};
+  const int64_t n_kv = 23;
+  auto q = randn(sh.n_head * sh.head_dim, 6);
+  auto kf = randn(n_kv * sh.kv_stride, 7), vf = randn(n_kv * sh.kv_stride, 8);
+  std::vector<fp16_t> k(kf.size()), v(vf.size());
+  for (size_t i = 0; i < kf.size(); ++i) { k[i] = fp32_to_fp16(kf[i]); v[i] = fp32_to_fp16(vf[i]); }
+  std::vector<float> out(q.size()), tmp(n_kv);
+  const float scale = 0.25f;
+  ops::attention_one(q.data(), k.data(), v.data(), n_kv, sh, scale, 0, sh.n_head, out.data(), tmp.data());
+  for (int h = 0; h < sh.n_head; ++h) {
+    const int hk = h / (sh.n_head / sh.n_head_kv);
+    std::vector<double> p(n_kv);
+    double mx = -1e30, sum = 0;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      double d = 0;
+      for (int e = 0; e < sh.head_dim; ++e) d += q[h * 16 + e] * fp16_to_fp32(k[j * sh.kv_stride + hk * 16 + e]);
+      p[j] = d * scale;
+      mx = std::max(mx, p[j]);
+    }
+    for (auto& x : p) { x = std::exp(x - mx); sum += x; }
+    for (int e = 0; e < sh.head_dim; ++e) {
+      double o = 0;
+      for (int64_t j = 0; j < n_kv; ++j) o += p[j] / sum * fp16_to_fp32(v[j * sh.kv_stride + hk * 16 + e]);
+      // fp16 rounding of q and of the probabilities: ~1e-3 relative.
+      ASSERT_NEAR(out[h * 16 + e], o, 5e-3 * (1 + std::fabs(o))) << "head " << h << " dim " << e;
+    }
+  }
+}
+
+TEST(Ops, SoftmaxSwigluReglu) {
+  std::vector<float> x = {1000.f, 1001.f, 999.f};
+  ops::softmax(x.data(), 3);
+  EXPECT_NEAR(x[0] + x[1] + x[2], 1.0f, 1e-6);
+  EXPECT_GT(x[1], x[0]);
+  std::vector<float> g = {-1.f, 0.f, 2.f}, u = {3.f, 3.f, 3.f};
+  auto g2 = g;
+  ops::swiglu(g.data(), u.data(), 3);
+  EXPECT_NEAR(g[2], 2.f / (1 + std::exp(-2.f)) * 3.f, 1e-6);
+  ops::reglu(g2.data(), u.data(), 3);
+  EXPECT_EQ(g2[0], 0.f);
+  EXPECT_EQ(g2[2], 6.f);
+}
+
+}  // namespace
+}  // namespace hc
