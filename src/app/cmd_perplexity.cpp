@@ -1,0 +1,100 @@
+// hotcold perplexity: llama.cpp's method. The file is tokenised whole (with BOS), cut into
+// non-overlapping chunks of n_ctx tokens whose first token is replaced by BOS, and only the
+// second half of each chunk is scored (each token has at least n_ctx/2 tokens of context).
+#include <cmath>
+#include <cstdio>
+
+#include "app/commands.h"
+#include "app/common.h"
+#include "core/log.h"
+
+namespace hc {
+
+namespace {
+
+struct PplFlags {
+  ModelFlags model;
+  std::string file;
+  int chunks = -1;
+};
+
+// -log p(token) under softmax(logits), accumulated in double like llama.cpp.
+double nll_of(const float* logits, int n_vocab, int32_t token) {
+  float mx = logits[0];
+  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  return std::log(sum) - static_cast<double>(logits[token] - mx);
+}
+
+Status perplexity(const PplFlags& f) {
+  HC_ASSIGN_OR_RETURN(std::string text, read_text_file(f.file));
+  ModelFlags mf = f.model;
+  if (mf.ctx == 0) mf.ctx = 512;
+  HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
+  const Tokenizer& tok = model->tokenizer();
+  const int n_ctx = mf.ctx;
+  const int n_vocab = model->hparams().n_vocab;
+  const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
+  if (static_cast<int64_t>(tokens.size()) < 2LL * n_ctx)
+    return Status::Error("need at least " + std::to_string(2 * n_ctx) + " tokens (2 * -c), '" +
+                         f.file + "' has " + std::to_string(tokens.size()));
+  int n_chunk = static_cast<int>(tokens.size() / n_ctx);
+  if (f.chunks >= 0 && f.chunks < n_chunk) n_chunk = f.chunks;
+  HC_LOG_INFO("perplexity: %zu tokens, %d chunks of %d, scoring the second half of each",
+              tokens.size(), n_chunk, n_ctx);
+  SessionParams sp = session_params(mf);
+  sp.n_ctx = n_ctx;
+  sp.n_batch = std::max(mf.batch, n_ctx);
+  Session session(model, sp);
+  const int first = n_ctx / 2;
+  double nll = 0.0, nll2 = 0.0;
+  int64_t count = 0;
+  const double t0 = now_seconds();
+  for (int c = 0; c < n_chunk; ++c) {
+    std::vector<int32_t> chunk(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx);
+    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
+    session.truncate(0);
+    HC_TRY(session.eval(chunk, /*all_logits=*/true));
+    const std::vector<float>& logits = session.logits();
+    for (int j = first; j < n_ctx - 1; ++j) {
+      const double v = nll_of(logits.data() + int64_t{j} * n_vocab, n_vocab, tokens[int64_t{c} * n_ctx + j + 1]);
+      nll += v;
+      nll2 += v * v;
+      ++count;
+    }
+    std::fprintf(stderr, "[%d]%.4f,", c + 1, std::exp(nll / count));
+    if (c == 0) std::fprintf(stderr, " (%.2f s per chunk) ", now_seconds() - t0);
+    std::fflush(stderr);
+  }
+  std::fputc('\n', stderr);
+  const double mean = nll / count;
+  const double ppl = std::exp(mean);
+  const double var = nll2 / count - mean * mean;
+  const double err = var > 0 && count > 1 ? std::sqrt(var / (count - 1)) * ppl : 0.0;
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  return Status::Ok();
+}
+
+}  // namespace
+
+int cmd_perplexity(const Args& args) {
+  PplFlags f;
+  ArgParser p("perplexity", "perplexity of a text file, llama.cpp's method");
+  add_model_flags(p, &f.model);
+  p.add_string("-f,--file", &f.file, "text file to score (required)");
+  p.add_int("--chunks", &f.chunks, "score at most this many chunks (default: all)");
+  if (int rc = parse_or_exit(p, args); rc >= 0) return rc;
+  if (f.file.empty()) {
+    std::fprintf(stderr, "error: expected -f FILE\n");
+    return 2;
+  }
+  Status st = perplexity(f);
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace hc

@@ -1,0 +1,108 @@
+#include "app/common.h"
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/log.h"
+
+namespace hc {
+
+void add_model_flags(ArgParser& p, ModelFlags* f) {
+  p.add_string("-m,--model", &f->model, "GGUF model file (required)");
+  p.add_int("-t,--threads", &f->threads, "number of threads (default 2)");
+  p.add_int("-c,--ctx-size", &f->ctx, "context size in tokens (default: model's, max 4096)");
+  p.add_int("-b,--batch-size", &f->batch, "prompt tokens per forward pass (default 512)");
+  p.add_flag("-v,--verbose", &f->verbose, "print debug logs");
+}
+
+void add_sampling_flags(ArgParser& p, SamplerParams* s, std::string* seed) {
+  p.add_float("--temp", &s->temp, "temperature; 0 = greedy (default 0.8)");
+  p.add_int("--top-k", &s->top_k, "top-k sampling; 0 = off (default 40)");
+  p.add_float("--top-p", &s->top_p, "top-p sampling; 1 = off (default 0.95)");
+  p.add_float("--min-p", &s->min_p, "min-p sampling; 0 = off (default 0.05)");
+  p.add_float("--repeat-penalty", &s->repeat_penalty, "repetition penalty; 1 = off (default 1.0)");
+  p.add_int("--repeat-last-n", &s->repeat_last_n, "tokens considered by the penalty (default 64)");
+  p.add_float("--frequency-penalty", &s->frequency_penalty, "frequency penalty (default 0)");
+  p.add_float("--presence-penalty", &s->presence_penalty, "presence penalty (default 0)");
+  p.add_string("-s,--seed", seed, "RNG seed; -1 = random (default)");
+}
+
+Status resolve_seed(const std::string& seed_flag, SamplerParams* params) {
+  if (seed_flag.empty() || seed_flag == "-1") {
+    params->seed = std::random_device{}();
+    return Status::Ok();
+  }
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(seed_flag.c_str(), &end, 10);
+  if (errno || end == seed_flag.c_str() || *end || seed_flag[0] == '-')
+    return Status::Error("--seed: expected a non-negative integer or -1, found '" + seed_flag + "'");
+  params->seed = v;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f) {
+  if (f.verbose) set_log_level(LogLevel::kDebug);
+  if (f.model.empty()) return Status::Error("no model given: expected -m FILE.gguf");
+  if (f.threads < 1 || f.threads > 512)
+    return Status::Error("-t: expected 1..512 threads, found " + std::to_string(f.threads));
+  if (f.ctx < 0) return Status::Error("-c: expected a non-negative context size, found " + std::to_string(f.ctx));
+  if (f.batch < 1) return Status::Error("-b: expected a positive batch size, found " + std::to_string(f.batch));
+  const double t0 = now_seconds();
+  auto m = LlamaModel::load(f.model);
+  if (!m.ok()) return m.status();
+  const LlamaHParams& hp = (*m)->hparams();
+  HC_LOG_INFO("loaded %s: %s, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %.1f MiB, %.2f s",
+              f.model.c_str(), hp.arch.c_str(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_head,
+              hp.n_head_kv, hp.n_vocab, (*m)->file_bytes() / 1048576.0, now_seconds() - t0);
+  return m;
+}
+
+SessionParams session_params(const ModelFlags& f) {
+  SessionParams sp;
+  sp.n_ctx = f.ctx;
+  sp.n_threads = f.threads;
+  sp.n_batch = f.batch;
+  return sp;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::Error("cannot open '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+int parse_or_exit(ArgParser& p, const std::vector<std::string>& args) {
+  Status st = p.parse(args);
+  if (p.help_requested()) {
+    std::fputs(p.usage().c_str(), stdout);
+    return 0;
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "error: %s\n", st.message().c_str());
+    return 2;
+  }
+  return -1;
+}
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+long peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss * 1024L;
+}
+
+}  // namespace hc

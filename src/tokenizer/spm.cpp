@@ -1,0 +1,95 @@
+// SentencePiece-style tokenization as llama.cpp's llm_tokenizer_spm_session: start from single
+// UTF-8 characters and keep merging the adjacent pair whose concatenation is the vocabulary
+// token with the highest score (leftmost first on ties); leftovers fall back to byte tokens.
+#include <queue>
+
+#include "tokenizer/unicode.h"
+#include "tokenizer/vocab.h"
+
+namespace hc {
+
+namespace {
+
+struct Symbol {
+  int prev;
+  int next;
+  const char* text;
+  size_t n;  // bytes; 0 once merged into its left neighbour
+};
+
+struct Bigram {
+  int left;
+  int right;
+  float score;
+  size_t size;  // bytes of left + right when queued: a later size mismatch means stale
+};
+
+// Max-heap order: highest score first, then the leftmost pair.
+struct BigramLess {
+  bool operator()(const Bigram& l, const Bigram& r) const {
+    return l.score < r.score || (l.score == r.score && l.left > r.left);
+  }
+};
+
+}  // namespace
+
+int32_t Tokenizer::Vocab::spm_byte_token(uint8_t byte) const {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  const char hex[7] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>', 0};
+  int32_t id = find(hex);
+  if (id < 0) id = find(std::string(1, static_cast<char>(byte)));
+  return id >= 0 ? id : unk;
+}
+
+void spm_tokenize(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<int32_t>* out) {
+  std::vector<Symbol> symbols;  // [one per UTF-8 character of text]
+  for (size_t offs = 0; offs < text.size();) {
+    const size_t n =
+        std::min(unicode::utf8_len(static_cast<uint8_t>(text[offs])), text.size() - offs);
+    const int index = static_cast<int>(symbols.size());
+    offs += n;
+    symbols.push_back({index - 1, offs == text.size() ? -1 : index + 1, text.data() + offs - n, n});
+  }
+  if (symbols.empty()) return;
+
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
+  const auto try_add_bigram = [&](int left, int right) {
+    if (left == -1 || right == -1) return;
+    const std::string pair(symbols[left].text, symbols[left].n + symbols[right].n);
+    const int32_t id = vocab.find(pair);
+    if (id < 0) return;
+    queue.push({left, right, vocab.tokens[id].score, pair.size()});
+  };
+  for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add_bigram(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
+    left.n += right.n;
+    right.n = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    try_add_bigram(left.prev, bigram.left);
+    try_add_bigram(bigram.left, left.next);
+  }
+
+  // Every merged symbol is a token by construction; only single characters can be missing
+  // (llama.cpp's resegment() can never find them in its merge map), and those become bytes.
+  for (int i = 0; i != -1; i = symbols[i].next) {
+    const Symbol& sym = symbols[i];
+    const int32_t id = vocab.find(std::string(sym.text, sym.n));
+    if (id >= 0) {
+      out->push_back(id);
+      continue;
+    }
+    for (size_t j = 0; j < sym.n; ++j) {
+      const int32_t byte_id = vocab.spm_byte_token(static_cast<uint8_t>(sym.text[j]));
+      if (byte_id >= 0) out->push_back(byte_id);
+    }
+  }
+}
+
+}  // namespace hc
