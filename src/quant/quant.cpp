@@ -2,6 +2,9 @@
 // asked what it supports before any AVX2 / AVX-512 code may run.
 #include "quant/quant.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "core/status.h"
 #include "quant/kernels.h"
 #include "quant/ref.h"
@@ -64,6 +67,12 @@ struct DispatchTable {
   int64_t block_size[kTypeSlots];  // cached: dtype_traits() is a table scan
   DispatchTable() {
     const IsaKernels* isas[] = {avx512_kernels(), avx2_kernels()};
+    // HOTCOLD_ISA=ref|avx2|avx512 caps the instruction set (debugging, A/B measurements).
+    if (const char* cap = std::getenv("HOTCOLD_ISA")) {
+      const std::string c = cap;
+      if (c == "ref") isas[0] = isas[1] = nullptr;
+      if (c == "avx2") isas[0] = nullptr;
+    }
     for (int i = 0; i < kTypeSlots; ++i) {
       TypeKernels k = make_ref(static_cast<GgmlType>(i));
       for (int j = 1; j >= 0; --j) {  // lowest ISA first so the best one wins

@@ -1,0 +1,74 @@
+// Helpers for tests that run the hotcold binary: run it with arguments, capture stdout,
+// stderr and the exit status, and make scratch directories.
+#pragma once
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace hc::test {
+
+struct CliResult {
+  int exit_code = -1;  // 128 + signal when the process died from a signal
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+inline void write_all(const std::string& path, const std::string& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// A fresh directory under the system temp dir, removed when the object dies.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "hotcold_app_XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    path_ = p ? p : "";
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs HC_BINARY with args (no shell interpretation of the arguments themselves).
+inline CliResult run_hotcold(const std::vector<std::string>& args) {
+  ScratchDir dir;
+  const std::string out = dir.file("stdout"), err = dir.file("stderr");
+  std::string cmd = shell_quote(HC_BINARY);
+  for (const auto& a : args) cmd += " " + shell_quote(a);
+  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
+  const int st = std::system(cmd.c_str());
+  CliResult r;
+  if (st != -1 && WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  r.out = read_all(out);
+  r.err = read_all(err);
+  return r;
+}
+
+}  // namespace hc::test
