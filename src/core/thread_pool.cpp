@@ -31,17 +31,24 @@ void ThreadPool::run(const std::function<void(int, int)>& fn) {
   }
   cv_.notify_all();
   fn(0, n_threads_);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  // Spin briefly (the usual case: the other threads finish within microseconds), then yield
+  // so an oversubscribed machine can schedule the workers we are waiting for.
+  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
+    if (spin < 2000) _mm_pause();
+    else std::this_thread::yield();
+  }
   job_ = nullptr;
 }
 
 void ThreadPool::worker(int ith) {
   uint64_t seen = 0;
   for (;;) {
-    // Spin a little first: decode issues a job every few microseconds.
+    // Spin a little first (decode issues a job every few microseconds), then yield the core
+    // (other runnable threads may be what we wait for), then sleep.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-      _mm_pause();
+    for (int spin = 0; gen == seen && spin < 2000 + 200; ++spin) {
+      if (spin < 2000) _mm_pause();
+      else std::this_thread::yield();
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
