@@ -48,25 +48,29 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
     for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
     for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k.data() + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
     fp16_t* kc = cache.k_at(il, pos0 + t);
-    fp16_t* vc = cache.v_at(il, pos0 + t);
     for (int64_t d = 0; d < kv_dim; ++d) {
       kc[d] = fp32_to_fp16(s.k[t * kv_dim + d]);
-      vc[d] = fp32_to_fp16(s.v[t * kv_dim + d]);
+      cache.v_row(il, d)[pos0 + t] = fp32_to_fp16(s.v[t * kv_dim + d]);
     }
   }
-  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim};
+  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  // llama.cpp attends over a cache view padded to 256 positions and picks its f16 matmul
+  // kernels by the batch size; both change the rounding, so mirror them.
+  const int64_t n_kv_pad = ops::attention_kv_pad(pos0 + n_tok);
+  const ops::AttentionKernels kernels = ops::attention_kernels(n_tok, hp.head_dim, n_kv_pad);
   // Work items are (token, head) pairs so that single-token decode still uses every thread.
   const int64_t n_items = n_tok * hp.n_head;
   pool.run([&](int ith, int nth) {
     int64_t b, e;
     ThreadPool::split(n_items, ith, nth, &b, &e);
-    float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * cache.n_ctx;
+    float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * 2 * n_kv_pad;
     for (int64_t it = b; it < e; ++it) {
       const int64_t t = it / hp.n_head;
       const int h = static_cast<int>(it % hp.n_head);
-      ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_at(il, 0),
-                         pos0 + t + 1, shape, scale, h, h + 1, s.att.data() + t * q_dim, tmp);
+      ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_row(il, 0),
+                         pos0 + t + 1, n_kv_pad, shape, scale, kernels, h, h + 1,
+                         s.att.data() + t * q_dim, tmp);
     }
   });
   ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.mm);
@@ -79,9 +83,13 @@ void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScrat
   norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
   ops::matmul(L.ffn_gate, s.xb.data(), n_tok, s.gate.data(), pool, s.mm);
   ops::matmul(L.ffn_up, s.xb.data(), n_tok, s.up.data(), pool, s.mm);
-  const int64_t n = n_tok * hp.n_ff;
-  if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(s.gate.data(), s.up.data(), n);
-  else ops::swiglu(s.gate.data(), s.up.data(), n);
+  // One row per token: ggml's swiglu vectorises each row separately (tail per row).
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* g = s.gate.data() + t * hp.n_ff;
+    const float* u = s.up.data() + t * hp.n_ff;
+    if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
+    else ops::swiglu(g, u, hp.n_ff);
+  }
   ops::matmul(L.ffn_down, s.gate.data(), n_tok, s.proj.data(), pool, s.mm);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
@@ -106,7 +114,7 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
   ensure(s.gate, n_tok * hp.n_ff);
   ensure(s.up, n_tok * hp.n_ff);
   ensure(s.rope, n_tok * hp.n_rot);
-  ensure(s.att_tmp, static_cast<size_t>(pool.size()) * cache.n_ctx);
+  ensure(s.att_tmp, static_cast<size_t>(pool.size()) * 2 * ops::attention_kv_pad(pos0 + n_tok));
 
   for (int64_t t = 0; t < n_tok; ++t) {
     ops::get_row(W.token_embd, tokens[t], s.x.data() + t * hp.n_embd);

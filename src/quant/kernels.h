@@ -19,6 +19,9 @@ struct TypeKernels {
   DequantizeFn dequantize = nullptr;
   QuantizeFn quantize = nullptr;
   VecDotFn vec_dot = nullptr;
+  // ggml-cpu's run-time quantiser of matmul activations (type_traits_cpu[t].from_float); in
+  // the reference table it is `quantize` except for Q8_0 / Q8_1 (see quantize_activations).
+  QuantizeFn from_float = nullptr;
 };
 
 // One slot per ggml type id (ids are small; MXFP4 = 39 is the largest dtype.h knows).

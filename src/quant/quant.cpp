@@ -12,7 +12,7 @@
 namespace hc::quant {
 namespace {
 
-TypeKernels make_ref(GgmlType t) {
+TypeKernels make_ref_base(GgmlType t) {
   namespace r = ref;
   switch (t) {
     case GgmlType::F32:
@@ -40,6 +40,14 @@ TypeKernels make_ref(GgmlType t) {
     default:
       return {};
   }
+}
+
+TypeKernels make_ref(GgmlType t) {
+  TypeKernels k = make_ref_base(t);
+  k.from_float = k.quantize;
+  if (t == GgmlType::Q8_0) k.from_float = ref::x86::quantize_q8_0;
+  if (t == GgmlType::Q8_1) k.from_float = ref::x86::quantize_q8_1;
+  return k;
 }
 
 struct RefTable {
@@ -81,6 +89,7 @@ struct DispatchTable {
         if (s.dequantize) k.dequantize = s.dequantize;
         if (s.quantize) k.quantize = s.quantize;
         if (s.vec_dot) k.vec_dot = s.vec_dot;
+        if (s.from_float) k.from_float = s.from_float;
       }
       types[i] = k;
       block_size[i] = dtype_traits(static_cast<uint32_t>(i)).block_size;
@@ -189,6 +198,19 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
   const TypeKernels& k = dispatched(t, n);
   HC_CHECK(k.quantize);
   k.quantize(src, dst, n);
+}
+
+void quantize_activations(GgmlType t, const float* src, void* dst, int64_t n) {
+  const TypeKernels& k = dispatched(t, n);
+  HC_CHECK(k.from_float);
+  k.from_float(src, dst, n);
+}
+
+void quantize_activations_ref(GgmlType t, const float* src, void* dst, int64_t n) {
+  const TypeKernels* k = ref_kernels(t);
+  HC_CHECK(k && k->from_float);
+  check_row(t, n);
+  k->from_float(src, dst, n);
 }
 
 float vec_dot(GgmlType t, int64_t n, const void* w, const void* a) {

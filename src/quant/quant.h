@@ -28,10 +28,20 @@ void quantize_row_ref(GgmlType t, const float* src, void* dst, int64_t n);
 float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* a);
 
 // Run-time dispatched versions. dequantize_row and quantize_row give exactly the _ref bytes;
-// vec_dot agrees with vec_dot_ref up to float rounding (different accumulation order).
+// vec_dot agrees with vec_dot_ref up to float rounding (different accumulation order). For
+// Q4_0 / Q4_1 / Q8_0 the SIMD vec_dot is bit-identical to ggml-cpu's x86 kernel (ref::x86).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 float vec_dot(GgmlType t, int64_t n, const void* w, const void* a);
+
+// Quantises a row of matmul activations to t = vec_dot_type(weight type) the way ggml-cpu does
+// at run time (type_traits_cpu[t].from_float), which is not quantize_row for Q8_0 / Q8_1: on
+// x86 ggml uses id = 127 / amax and rounds half to even (arch/x86/quants.c), where the
+// reference (used for weights, by llama-quantize) uses 1 / d and roundf. Both versions follow
+// that x86 code on every CPU, so results do not depend on the instruction set;
+// quantize_activations_ref is the scalar twin. Other types: same bytes as quantize_row.
+void quantize_activations(GgmlType t, const float* src, void* dst, int64_t n);
+void quantize_activations_ref(GgmlType t, const float* src, void* dst, int64_t n);
 
 // The kernel vec_dot(t, ...) runs, for per-row hot loops that should skip the dispatch checks.
 // The caller guarantees n % block size == 0. HC_CHECK: t must be a supported weight type.

@@ -43,4 +43,16 @@ float vec_dot_q6_K_q8_K(int64_t n, const void* w, const void* a);
 void dequantize_q8_K(const void* src, float* dst, int64_t n);
 void quantize_q8_K(const float* src, void* dst, int64_t n);
 
+// quant_x86_twin.cpp: scalar twins of what ggml-cpu runs on x86 (AVX2 / AVX-512 build) for the
+// 32-element types, where it rounds differently from the generic code above: the run-time
+// activation quantisers (from_float) and the 8-lane dot products. The SIMD kernels equal these
+// bit for bit.
+namespace x86 {
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
+}  // namespace x86
+
 }  // namespace hc::quant::ref

@@ -98,33 +98,57 @@ TEST(Ops, RopeRotatesAdjacentPairsByPosTimesFrequency) {
 }
 
 TEST(Attention, GroupedQueryMatchesNaiveSoftmaxAttention) {
-  ops::AttentionShape sh{8, 2, 16, 2 * 16};
-  const int64_t n_kv = 23;
+  const int64_t n_ctx = 40, n_kv = 23;
+  ops::AttentionShape sh{8, 2, 16, 2 * 16, n_ctx};
   auto q = randn(sh.n_head * sh.head_dim, 6);
-  auto kf = randn(n_kv * sh.kv_stride, 7), vf = randn(n_kv * sh.kv_stride, 8);
-  std::vector<fp16_t> k(kf.size()), v(vf.size());
-  for (size_t i = 0; i < kf.size(); ++i) { k[i] = fp32_to_fp16(kf[i]); v[i] = fp32_to_fp16(vf[i]); }
-  std::vector<float> out(q.size()), tmp(n_kv);
+  auto kf = randn(n_kv * sh.k_stride, 7), vf = randn(n_kv * sh.k_stride, 8);
+  // K as [pos][kv_dim]; V transposed as [kv_dim][n_ctx].
+  std::vector<fp16_t> k(kf.size()), v_t(sh.k_stride * n_ctx);
+  for (size_t i = 0; i < kf.size(); ++i) k[i] = fp32_to_fp16(kf[i]);
+  for (int64_t j = 0; j < n_kv; ++j)
+    for (int64_t d = 0; d < sh.k_stride; ++d) v_t[d * n_ctx + j] = fp32_to_fp16(vf[j * sh.k_stride + d]);
   const float scale = 0.25f;
-  ops::attention_one(q.data(), k.data(), v.data(), n_kv, sh, scale, 0, sh.n_head, out.data(), tmp.data());
-  for (int h = 0; h < sh.n_head; ++h) {
-    const int hk = h / (sh.n_head / sh.n_head_kv);
-    std::vector<double> p(n_kv);
-    double mx = -1e30, sum = 0;
-    for (int64_t j = 0; j < n_kv; ++j) {
-      double d = 0;
-      for (int e = 0; e < sh.head_dim; ++e) d += q[h * 16 + e] * fp16_to_fp32(k[j * sh.kv_stride + hk * 16 + e]);
-      p[j] = d * scale;
-      mx = std::max(mx, p[j]);
-    }
-    for (auto& x : p) { x = std::exp(x - mx); sum += x; }
-    for (int e = 0; e < sh.head_dim; ++e) {
-      double o = 0;
-      for (int64_t j = 0; j < n_kv; ++j) o += p[j] / sum * fp16_to_fp32(v[j * sh.kv_stride + hk * 16 + e]);
-      // fp16 rounding of q and of the probabilities: ~1e-3 relative.
-      ASSERT_NEAR(out[h * 16 + e], o, 5e-3 * (1 + std::fabs(o))) << "head " << h << " dim " << e;
+  const int64_t n_pad = ops::attention_kv_pad(n_kv);
+  EXPECT_EQ(n_pad, 256);  // beyond our 40-position cache: masked, never read
+  for (int64_t n_tokens : {1, 2}) {
+    const ops::AttentionKernels kern = ops::attention_kernels(n_tokens, sh.head_dim, n_pad);
+    std::vector<float> out(q.size()), tmp(2 * n_pad);
+    ops::attention_one(q.data(), k.data(), v_t.data(), n_kv, n_pad, sh, scale, kern, 0, sh.n_head,
+                       out.data(), tmp.data());
+    for (int h = 0; h < sh.n_head; ++h) {
+      const int hk = h / (sh.n_head / sh.n_head_kv);
+      std::vector<double> p(n_kv);
+      double mx = -1e30, sum = 0;
+      for (int64_t j = 0; j < n_kv; ++j) {
+        double d = 0;
+        for (int e = 0; e < sh.head_dim; ++e) d += q[h * 16 + e] * fp16_to_fp32(k[j * sh.k_stride + hk * 16 + e]);
+        p[j] = d * scale;
+        mx = std::max(mx, p[j]);
+      }
+      for (auto& x : p) { x = std::exp(x - mx); sum += x; }
+      for (int e = 0; e < sh.head_dim; ++e) {
+        double o = 0;
+        for (int64_t j = 0; j < n_kv; ++j) o += p[j] / sum * fp16_to_fp32(v_t[(hk * 16 + e) * n_ctx + j]);
+        // fp16 rounding of q and of the probabilities: ~1e-3 relative.
+        ASSERT_NEAR(out[h * 16 + e], o, 5e-3 * (1 + std::fabs(o))) << "head " << h << " dim " << e;
+      }
     }
   }
+}
+
+TEST(Attention, KvPadAndKernelChoiceFollowLlamaCpp) {
+  EXPECT_EQ(ops::attention_kv_pad(1), 256);
+  EXPECT_EQ(ops::attention_kv_pad(256), 256);
+  EXPECT_EQ(ops::attention_kv_pad(257), 512);
+  EXPECT_EQ(ops::attention_kv_pad(1000), 1024);
+  const auto one = ops::attention_kernels(1, 64, 256);
+  EXPECT_EQ(one.kq, ops::F16Matmul::kVecDot);
+  EXPECT_EQ(one.kqv, ops::F16Matmul::kVecDot);
+  const auto batch = ops::attention_kernels(7, 64, 256);
+  EXPECT_EQ(batch.kq, ops::F16Matmul::kTinyBlas);
+  EXPECT_EQ(batch.kqv, ops::F16Matmul::kTinyBlas);
+  const auto odd = ops::attention_kernels(7, 64, 250);  // 250 % 16 != 0: kqv falls back
+  EXPECT_EQ(odd.kqv, ops::F16Matmul::kVecDot);
 }
 
 TEST(Ops, SoftmaxSwigluReglu) {

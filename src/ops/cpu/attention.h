@@ -1,4 +1,9 @@
-// Causal multi-head attention with grouped-query heads over an fp16 KV cache.
+// Causal multi-head attention with grouped-query heads over an fp16 KV cache, computed as
+// llama.cpp's non-flash CPU graph does, bit for bit:
+//   kq   = mul_mat(k, q)        q rounded to fp16, f16 x f16 dot products
+//   kq   = soft_max_ext(kq, mask, scale)
+//   kqv  = mul_mat(v^T, kq)     softmax weights rounded to fp16, f16 x f16 dot products
+// over llama.cpp's padded cache view of n_kv_pad positions (masked beyond the causal limit).
 #pragma once
 #include <cstdint>
 
@@ -10,18 +15,35 @@ struct AttentionShape {
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;
-  int64_t kv_stride = 0;  // fp16 elements between consecutive positions in the cache
+  int64_t k_stride = 0;  // fp16 elements between consecutive positions of the K cache
+  int64_t v_stride = 0;  // fp16 elements between consecutive rows (dims) of the transposed V cache
 };
 
-// One query token attending to cache positions [0, n_kv), for query heads [h_begin, h_end).
+// ggml computes a f16 matmul with ggml_vec_dot_f16 when it has one column (a single token) and
+// with llamafile's tinyBLAS when it has more and the shapes allow; the two round differently.
+enum class F16Matmul { kVecDot, kTinyBlas };
+
+// The kernels ggml picks for kq (rows = n_kv_pad, inner = head_dim) and kqv (rows = head_dim,
+// inner = n_kv_pad) when the batch has n_tokens query tokens.
+struct AttentionKernels {
+  F16Matmul kq = F16Matmul::kVecDot;
+  F16Matmul kqv = F16Matmul::kVecDot;
+};
+AttentionKernels attention_kernels(int64_t n_tokens, int head_dim, int64_t n_kv_pad);
+
+// llama.cpp's KV view length for n_kv used cells: padded to 256, at least 256. Positions beyond
+// n_kv are masked and never read, so it may exceed our cache size.
+int64_t attention_kv_pad(int64_t n_kv);
+
+// One query token attending to cache positions [0, n_kv) of a view of n_kv_pad >= n_kv
+// positions (the rest masked), for query heads [h_begin, h_end).
 //   q:   [n_head, head_dim] fp32 (already rotated)
-//   k,v: [n_ctx, kv_stride] fp16, head h_kv at offset h_kv * head_dim
+//   k:   [n_ctx, k_stride] fp16, head h_kv at offset h_kv * head_dim
+//   v_t: [n_head_kv * head_dim, v_stride] fp16, row h_kv * head_dim + d = dim d over positions
 //   out: [n_head, head_dim] fp32
-//   scratch: [n_kv] fp32
-// Mirrors ggml's non-flash path numerically: q is rounded to fp16 for Q.K, and the softmax
-// weights are rounded to fp16 before the weighted sum of V.
-void attention_one(const float* q, const fp16_t* k, const fp16_t* v, int64_t n_kv,
-                   const AttentionShape& shape, float scale, int h_begin, int h_end, float* out,
-                   float* scratch);
+//   scratch: [2 * n_kv_pad] fp32
+void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
+                   int64_t n_kv_pad, const AttentionShape& shape, float scale,
+                   AttentionKernels kernels, int h_begin, int h_end, float* out, float* scratch);
 
 }  // namespace hc::ops

@@ -9,7 +9,8 @@ namespace hc::ops {
 
 namespace {
 
-// Quantises activation rows to the weight's dot type; F32 weights use x as is.
+// Quantises activation rows to the weight's dot type as ggml-cpu does at run time (its
+// from_float, not the weight quantiser); F32 weights use x as is.
 const uint8_t* prepare_activations(GgmlType vt, const float* x, int64_t n_tok, int64_t ne0,
                                    ThreadPool& pool, MatmulScratch& s, bool ref) {
   if (vt == GgmlType::F32) return reinterpret_cast<const uint8_t*>(x);
@@ -18,8 +19,8 @@ const uint8_t* prepare_activations(GgmlType vt, const float* x, int64_t n_tok, i
   uint8_t* xq = s.xq.data();
   auto quantize_rows = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      if (ref) quant::quantize_row_ref(vt, x + t * ne0, xq + t * rb, ne0);
-      else quant::quantize_row(vt, x + t * ne0, xq + t * rb, ne0);
+      if (ref) quant::quantize_activations_ref(vt, x + t * ne0, xq + t * rb, ne0);
+      else quant::quantize_activations(vt, x + t * ne0, xq + t * rb, ne0);
     }
   };
   if (n_tok == 1) {

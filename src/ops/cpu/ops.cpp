@@ -2,15 +2,18 @@
 
 #include <cmath>
 
+#include "ops/cpu/vec.h"
 #include "quant/quant.h"
 
 namespace hc::ops {
 
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps) {
-  // Sum in double like ggml's ggml_float accumulator, so norms agree with llama.cpp closely.
+  // ggml_compute_forward_rms_norm_f32: float squares summed in double (ggml_float), the mean
+  // rounded to float, then (x * scale) * w (the fused rms_norm + mul; unfused it is the same).
   double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
@@ -20,8 +23,8 @@ void rope_cache(float* cos_sin, int64_t n_rot, float theta_scale, float freq_sca
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     const float ff = freq_factors ? freq_factors[i] : 1.0f;
     const float t = freq_scale * (theta / ff);
-    cos_sin[2 * i] = std::cos(t);
-    cos_sin[2 * i + 1] = std::sin(t);
+    // sincosf, as GCC compiles ggml's cosf/sinf pair; mscale (attn_factor) is 1.
+    ::sincosf(t, &cos_sin[2 * i + 1], &cos_sin[2 * i]);
     theta *= theta_scale;
   }
 }
@@ -30,26 +33,23 @@ void rope_apply(float* x, int64_t n_rot, const float* cos_sin) {
   for (int64_t i = 0; i < n_rot / 2; ++i) {
     const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
     const float x0 = x[2 * i], x1 = x[2 * i + 1];
-    x[2 * i] = x0 * c - x1 * s;
-    x[2 * i + 1] = x0 * s + x1 * c;
+    // libggml-cpu.so contracts rotate_pairs into fma(x0, c, -(x1 * s)) and fma(x0, s, x1 * c)
+    // (vfmsub231ss / vfmadd132ss, vfmaddsub231ps when vectorised).
+    x[2 * i] = std::fma(x0, c, -(x1 * s));
+    x[2 * i + 1] = std::fma(x0, s, x1 * c);
   }
 }
 
 void softmax(float* x, int64_t n) {
+  // ggml_compute_forward_soft_max_f32 without scale or mask.
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
+  const double sum = vec::kernels().soft_max(x, x, n, n, mx);
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-}
+void swiglu(float* gate, const float* up, int64_t n) { vec::kernels().swiglu(gate, gate, up, n); }
 
 void reglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;

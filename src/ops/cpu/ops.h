@@ -7,7 +7,7 @@
 
 namespace hc::ops {
 
-// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x.
+// out[i] = x[i] / sqrt(mean(x^2) + eps) * w[i]; out may alias x. Rounded as ggml's rms_norm.
 void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
 // In-place RoPE on one head vector [head_dim] at position pos, rotating adjacent pairs
 // (x[2i], x[2i+1]) for i < n_rot/2 ("normal" mode, as ggml for the llama architecture).
@@ -16,11 +16,11 @@ void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps);
 // recurrence, not pow), divided by freq_factors[i] (Llama-3, may be null) and scaled.
 void rope_cache(float* cos_sin, int64_t n_rot, float theta_scale, float freq_scale,
                 const float* freq_factors, int64_t pos);
-// Applies a rope_cache to one head vector in place.
+// Applies a rope_cache to one head vector in place (with ggml's FMA contraction).
 void rope_apply(float* x, int64_t n_rot, const float* cos_sin);
-// In-place numerically stable softmax over n values.
+// In-place softmax over n values, rounded as ggml's soft_max (ggml_v_expf blocks, double sum).
 void softmax(float* x, int64_t n);
-// gate[i] = silu(gate[i]) * up[i]   (SwiGLU)
+// gate[i] = silu(gate[i]) * up[i]   (SwiGLU), rounded as ggml_vec_swiglu_f32 on one row
 void swiglu(float* gate, const float* up, int64_t n);
 // gate[i] = relu(gate[i]) * up[i]   (ReGLU)
 void reglu(float* gate, const float* up, int64_t n);

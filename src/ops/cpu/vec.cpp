@@ -1,0 +1,114 @@
+// Scalar twins of ggml's vector primitives (see vec.h) and the run-time choice between them and
+// the AVX-512 versions. Compiled for the baseline ISA without contraction: std::fma is the
+// correctly rounded libm call, i.e. exactly what vfmadd computes.
+#include "ops/cpu/vec.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+namespace hc::ops::vec {
+
+float reduce_add_16(const float* a) {
+  // avx512fintrin.h: 512 -> 256 (hi + lo), 256 -> 128 (hi + lo), then lanes (0 + 2, 1 + 3),
+  // then their sum.
+  float t8[8], t4[4];
+  for (int i = 0; i < 8; ++i) t8[i] = a[i + 8] + a[i];
+  for (int i = 0; i < 4; ++i) t4[i] = t8[i + 4] + t8[i];
+  return (t4[0] + t4[2]) + (t4[1] + t4[3]);
+}
+
+float v_expf(float x) {
+  // ggml_v_expf (vec.h, __AVX512F__ branch), adapted from ARM's optimized routines: 2^n * p(b)
+  // with n = round(x / ln 2) and b the reduced argument. fnmadd(a, b, c) = fma(-a, b, c).
+  const float r = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, r);
+  const float n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, std::fma(0x1.ffffecp-1f, b, 1.0f));
+  if (std::isnan(n)) return n;
+  if (std::fabs(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+  return std::ldexp(j, static_cast<int>(n));  // _mm512_scalef_ps: one rounding, also subnormal
+}
+
+namespace {
+
+float dot_f16(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
+  const int64_t np = n & ~int64_t{63};
+  float acc[4][16] = {};
+  for (int64_t i = 0; i < np && i < n_valid; i += 64) {
+    for (int c = 0; c < 4; ++c) {
+      for (int l = 0; l < 16; ++l) {
+        const int64_t e = i + 16 * c + l;
+        if (e >= n_valid) continue;  // a zero product leaves the lane unchanged
+        acc[c][l] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[c][l]);
+      }
+    }
+  }
+  float s[16];
+  for (int l = 0; l < 16; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = reduce_add_16(s);
+  for (int64_t e = np; e < n_valid; ++e)
+    sum += static_cast<double>(fp16_to_fp32(x[e]) * fp16_to_fp32(y[e]));
+  return static_cast<float>(sum);
+}
+
+float dot_f16_tinyblas(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
+  float acc[16] = {};
+  for (int64_t e = 0; e < n_valid && e < n; ++e)
+    acc[e % 16] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[e % 16]);
+  return reduce_add_16(acc);
+}
+
+double soft_max(float* y, const float* x, int64_t n_valid, int64_t n, float max) {
+  const int64_t n16 = n & ~int64_t{15};
+  double sum = 0.0;
+  int64_t i = 0;
+  for (; i < n16 && i < n_valid; i += 16) {
+    float v[16] = {};
+    for (int l = 0; l < 16 && i + l < n_valid; ++l) v[l] = y[i + l] = v_expf(x[i + l] - max);
+    sum += static_cast<double>(reduce_add_16(v));
+  }
+  for (i = n16; i < n_valid; ++i) {
+    const float v = std::exp(x[i] - max);
+    sum += static_cast<double>(v);
+    y[i] = v;
+  }
+  return sum;
+}
+
+void swiglu(float* y, const float* x, const float* g, int64_t n) {
+  const int64_t n16 = n & ~int64_t{15};
+  for (int64_t i = 0; i < n16; ++i) y[i] = x[i] / (1.0f + v_expf(0.0f - x[i])) * g[i];
+  for (int64_t i = n16; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
+}
+
+const Kernels kScalar = {"scalar", dot_f16, dot_f16_tinyblas, soft_max, swiglu};
+
+}  // namespace
+
+// Defined in vec_avx512.cpp; reach it only through avx512_kernels(), which checks the CPU.
+extern const Kernels kAvx512VecKernels;
+
+const Kernels& scalar_kernels() { return kScalar; }
+
+const Kernels* avx512_kernels() {
+  const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return ok ? &kAvx512VecKernels : nullptr;
+}
+
+const Kernels& kernels() {
+  static const Kernels* const k = [] {
+    const char* cap = std::getenv("HOTCOLD_ISA");  // same switch as the quant layer
+    if (cap && (std::string(cap) == "ref" || std::string(cap) == "avx2")) return &kScalar;
+    const Kernels* fast = avx512_kernels();
+    return fast ? fast : &kScalar;
+  }();
+  return *k;
+}
+
+}  // namespace hc::ops::vec

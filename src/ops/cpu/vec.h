@@ -1,0 +1,46 @@
+// ggml-cpu's vector primitives that attention and the FFN activation need bit for bit, as
+// llama.cpp's x86 AVX-512 build computes them (ggml-cpu/vec.h, vec.cpp, simd-mappings.h and
+// llamafile/sgemm.cpp; Zen 4 class CPU: AVX-512 F/BW/VL/DQ, no AVX512-FP16). Greedy decoding
+// only agrees with llama.cpp on near-ties if these round exactly as ggml's do.
+//
+// Every primitive has a scalar twin that reproduces ggml's lane structure and rounding on any
+// CPU, and an AVX-512 version tested bit-identical to it (tests/ops/vec_test.cpp).
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hc::ops::vec {
+
+struct Kernels {
+  const char* name = nullptr;
+  // ggml_vec_dot_f16 over n elements, of which only the first n_valid are read; the others
+  // count as zero products (masked cache positions). 4 x 16 lanes of FMA over steps of 64,
+  // reduced ((a0 + a2) + (a1 + a3), then _mm512_reduce_add_ps), then the tail beyond
+  // n & ~63 added in double.
+  float (*dot_f16)(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) = nullptr;
+  // llamafile tinyBLAS<16, __m512> F16 x F16, which ggml uses when a matmul has >= 2 columns:
+  // one 16-lane FMA accumulator over n (n % 16 == 0), reduced by _mm512_reduce_add_ps.
+  float (*dot_f16_tinyblas)(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) = nullptr;
+  // ggml_vec_soft_max_f32: y[i] = exp(x[i] - max) for i < n_valid, ggml_v_expf in blocks of 16
+  // below n & ~15 and expf above; returns the sum in ggml's order (each block reduced in float,
+  // blocks and tail added in double). Positions [n_valid, n) are masked: exp = 0, not stored.
+  double (*soft_max)(float* y, const float* x, int64_t n_valid, int64_t n, float max) = nullptr;
+  // ggml_vec_swiglu_f32: y = silu(x) * g, ggml_v_silu in blocks of 16, x / (1 + expf(-x)) on the
+  // tail. y may alias x.
+  void (*swiglu)(float* y, const float* x, const float* g, int64_t n) = nullptr;
+};
+
+// Scalar twins (exact everywhere).
+const Kernels& scalar_kernels();
+// AVX-512 versions, or nullptr when the CPU lacks AVX-512 F/BW/VL/DQ.
+const Kernels* avx512_kernels();
+// AVX-512 when available, else the scalar twins; both give the same bits.
+const Kernels& kernels();
+
+// ggml_v_expf (AVX-512 version) for one lane, and _mm512_reduce_add_ps of 16 floats as GCC
+// implements it: exposed for tests and the scalar twins.
+float v_expf(float x);
+float reduce_add_16(const float* a);
+
+}  // namespace hc::ops::vec
