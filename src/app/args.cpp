@@ -27,6 +27,11 @@ std::vector<std::string> split_names(const std::string& names) {
   return out;
 }
 
+// "tokens to generate (default: 128)"
+std::string with_default(const std::string& help, const std::string& value) {
+  return help + " (default: " + value + ")";
+}
+
 std::string format_float(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
@@ -60,28 +65,32 @@ std::string full_command(const std::string& command) {
 ArgParser::ArgParser(std::string command, std::string summary)
     : command_(full_command(command)), summary_(std::move(summary)) {}
 
-void ArgParser::add_string(const std::string& names, std::string* out, const std::string& help) {
-  HC_CHECK(out != nullptr);
+void ArgParser::add_option(const std::string& names, std::string help, std::string metavar,
+                           Setter set) {
   Opt o;
   o.names = split_names(names);
-  o.help = out->empty() ? help : help + " (default: " + *out + ")";
-  o.metavar = "STR";
-  o.set = [out](const std::string&, const std::string& value) {
-    *out = value;
-    return Status::Ok();
-  };
+  o.help = std::move(help);
+  o.takes_value = !metavar.empty();
+  o.metavar = std::move(metavar);
+  o.set = std::move(set);
+  // Aliases are fixed by the code, so a clash is a programming bug, not bad input.
   HC_CHECK(!o.names.empty());
   for (const auto& n : o.names) HC_CHECK(find(n) == nullptr);
   opts_.push_back(std::move(o));
 }
 
+void ArgParser::add_string(const std::string& names, std::string* out, const std::string& help) {
+  HC_CHECK(out != nullptr);
+  auto set = [out](const std::string&, const std::string& value) {
+    *out = value;
+    return Status::Ok();
+  };
+  add_option(names, out->empty() ? help : with_default(help, *out), "STR", std::move(set));
+}
+
 void ArgParser::add_int(const std::string& names, int* out, const std::string& help) {
   HC_CHECK(out != nullptr);
-  Opt o;
-  o.names = split_names(names);
-  o.help = help + " (default: " + std::to_string(*out) + ")";
-  o.metavar = "N";
-  o.set = [out](const std::string& flag, const std::string& value) -> Status {
+  auto set = [out](const std::string& flag, const std::string& value) -> Status {
     auto v = parse_integer(flag, value);
     if (!v.ok()) return v.status();
     if (*v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max())
@@ -89,18 +98,12 @@ void ArgParser::add_int(const std::string& names, int* out, const std::string& h
     *out = static_cast<int>(*v);
     return Status::Ok();
   };
-  HC_CHECK(!o.names.empty());
-  for (const auto& n : o.names) HC_CHECK(find(n) == nullptr);
-  opts_.push_back(std::move(o));
+  add_option(names, with_default(help, std::to_string(*out)), "N", std::move(set));
 }
 
 void ArgParser::add_u64(const std::string& names, uint64_t* out, const std::string& help) {
   HC_CHECK(out != nullptr);
-  Opt o;
-  o.names = split_names(names);
-  o.help = help + " (default: " + std::to_string(*out) + ")";
-  o.metavar = "N";
-  o.set = [out](const std::string& flag, const std::string& value) -> Status {
+  auto set = [out](const std::string& flag, const std::string& value) -> Status {
     if (value.empty() || value[0] == '-' || value[0] == '+' ||
         value.find_first_of(" \t\n") != std::string::npos)
       return bad_value(flag, "a non-negative integer", value);
@@ -112,18 +115,12 @@ void ArgParser::add_u64(const std::string& names, uint64_t* out, const std::stri
     *out = static_cast<uint64_t>(v);
     return Status::Ok();
   };
-  HC_CHECK(!o.names.empty());
-  for (const auto& n : o.names) HC_CHECK(find(n) == nullptr);
-  opts_.push_back(std::move(o));
+  add_option(names, with_default(help, std::to_string(*out)), "N", std::move(set));
 }
 
 void ArgParser::add_float(const std::string& names, float* out, const std::string& help) {
   HC_CHECK(out != nullptr);
-  Opt o;
-  o.names = split_names(names);
-  o.help = help + " (default: " + format_float(*out) + ")";
-  o.metavar = "F";
-  o.set = [out](const std::string& flag, const std::string& value) -> Status {
+  auto set = [out](const std::string& flag, const std::string& value) -> Status {
     if (value.empty() || value.find_first_of(" \t\n") != std::string::npos)
       return bad_value(flag, "a number", value);
     errno = 0;
@@ -136,24 +133,16 @@ void ArgParser::add_float(const std::string& names, float* out, const std::strin
     *out = static_cast<float>(v);
     return Status::Ok();
   };
-  HC_CHECK(!o.names.empty());
-  for (const auto& n : o.names) HC_CHECK(find(n) == nullptr);
-  opts_.push_back(std::move(o));
+  add_option(names, with_default(help, format_float(*out)), "F", std::move(set));
 }
 
 void ArgParser::add_flag(const std::string& names, bool* out, const std::string& help) {
   HC_CHECK(out != nullptr);
-  Opt o;
-  o.names = split_names(names);
-  o.help = help;
-  o.takes_value = false;
-  o.set = [out](const std::string&, const std::string&) {
+  auto set = [out](const std::string&, const std::string&) {
     *out = true;
     return Status::Ok();
   };
-  HC_CHECK(!o.names.empty());
-  for (const auto& n : o.names) HC_CHECK(find(n) == nullptr);
-  opts_.push_back(std::move(o));
+  add_option(names, help, /*metavar=*/"", std::move(set));
 }
 
 void ArgParser::add_positional(const std::string& name, std::string* out, bool required,

@@ -28,12 +28,13 @@ class ArgParser {
   std::string usage() const;
 
  private:
+  using Setter = std::function<Status(const std::string& flag, const std::string& value)>;
   struct Opt {
     std::vector<std::string> names;
     std::string help;
     bool takes_value = true;
     std::string metavar;
-    std::function<Status(const std::string& flag, const std::string& value)> set;
+    Setter set;
   };
   struct Pos {
     std::string name;
@@ -41,6 +42,8 @@ class ArgParser {
     bool required;
     std::string help;
   };
+  // The registration every add_* shares; an empty metavar marks a flag that takes no value.
+  void add_option(const std::string& names, std::string help, std::string metavar, Setter set);
   const Opt* find(const std::string& flag) const;
   std::string command_, summary_;
   std::vector<Opt> opts_;

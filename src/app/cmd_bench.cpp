@@ -12,6 +12,8 @@ namespace hc {
 
 namespace {
 
+constexpr char kCmd[] = "bench";
+
 struct BenchFlags {
   ModelFlags model;
   int n_prompt = 512;
@@ -103,23 +105,16 @@ Status bench(const BenchFlags& f) {
 
 int cmd_bench(const Args& args) {
   BenchFlags f;
-  ArgParser p("bench", "prompt-processing and generation speed (like llama-bench)");
+  ArgParser p(kCmd, "prompt-processing and generation speed (like llama-bench)");
   add_model_flags(p, &f.model);
   p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip (default 512)");
   p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip (default 128)");
   p.add_int("-r,--repetitions", &f.reps, "repetitions of each test (default 5)");
   p.add_flag("--json", &f.json, "print one JSON object instead of a table");
-  if (int rc = parse_or_exit(p, args); rc >= 0) return rc;
-  if (f.n_prompt < 0 || f.n_gen < 0 || f.reps < 1 || (f.n_prompt == 0 && f.n_gen == 0)) {
-    std::fprintf(stderr, "error: expected -p >= 0, -n >= 0 (not both 0) and -r >= 1\n");
-    return 2;
-  }
-  Status st = bench(f);
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (f.n_prompt < 0 || f.n_gen < 0 || f.reps < 1 || (f.n_prompt == 0 && f.n_gen == 0))
+    return usage_error(kCmd, "expected -p >= 0, -n >= 0 (not both 0) and -r >= 1");
+  return exit_code_for(kCmd, bench(f));
 }
 
 }  // namespace hc

@@ -14,6 +14,8 @@ namespace hc {
 
 namespace {
 
+constexpr char kCmd[] = "chat";
+
 struct ChatFlags {
   ModelFlags model;
   std::string system, chat_template, seed;
@@ -90,23 +92,16 @@ Status chat(ChatFlags& f) {
 
 int cmd_chat(const Args& args) {
   ChatFlags f;
-  ArgParser p("chat", "interactive chat with the model's chat template (stdin may be a pipe)");
+  ArgParser p(kCmd, "interactive chat with the model's chat template (stdin may be a pipe)");
   add_model_flags(p, &f.model);
   p.add_string("-sys,--system-prompt", &f.system, "system message");
   p.add_string("--chat-template", &f.chat_template, "template name or text (default: the model's)");
   p.add_int("-n,--n-predict", &f.n_predict, "maximum tokens per reply (default 512)");
   add_sampling_flags(p, &f.sampling, &f.seed);
-  if (int rc = parse_or_exit(p, args); rc >= 0) return rc;
-  if (Status st = resolve_seed(f.seed, &f.sampling); !st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 2;
-  }
-  Status st = chat(f);
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (Status st = resolve_seed(f.seed, &f.sampling); !st.ok())
+    return usage_error(kCmd, st.message());
+  return exit_code_for(kCmd, chat(f));
 }
 
 }  // namespace hc

@@ -7,43 +7,16 @@
 #include <map>
 #include <string>
 
-#include "app/args.h"
 #include "app/commands.h"
+#include "app/common.h"
 #include "core/dtype.h"
-#include "core/mmap.h"
 #include "format/gguf.h"
 
 namespace hc {
 
 namespace {
 
-// Metadata strings (chat templates, merges) may hold control characters; keep one key a line.
-std::string escape_control(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
-
-std::string shape_string(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t k = 0; k < ne.size(); ++k) s += (k ? ", " : "") + std::to_string(ne[k]);
-  return s + "]";
-}
+constexpr char kCmd[] = "inspect";
 
 std::string human_bytes(uint64_t n) {
   char buf[32];
@@ -54,6 +27,7 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+// Metadata strings (chat templates, merges) may hold control characters; keep one key a line.
 void print_metadata(const GgufFile& f, size_t max_elems) {
   std::printf("\nmetadata: %zu keys\n", f.kv.size());
   size_t width = 0;
@@ -61,7 +35,7 @@ void print_metadata(const GgufFile& f, size_t max_elems) {
   for (const auto& [key, v] : f.kv) {
     const char* type = v.is_array() ? "array" : gguf_type_name(v.type);
     std::printf("  %-*s  %-7s  %s\n", static_cast<int>(width), key.c_str(), type,
-                escape_control(v.to_string(max_elems)).c_str());
+                escape_control(v.to_string(max_elems), /*quoted=*/false).c_str());
   }
 }
 
@@ -113,47 +87,24 @@ int cmd_inspect(const Args& args) {
   std::string model, model_pos;
   int max_elems = 8;
   bool no_tensors = false;
-  ArgParser p("inspect", "Show a GGUF file's header, metadata, tensor table and size totals.");
+  ArgParser p(kCmd, "Show a GGUF file's header, metadata, tensor table and size totals.");
   p.add_positional("MODEL", &model_pos, false, "GGUF file (or use -m)");
   p.add_string("-m,--model", &model, "GGUF file to inspect");
   p.add_int("--max-elems", &max_elems, "array elements shown per metadata key");
   p.add_flag("--no-tensors", &no_tensors, "omit the per-tensor table");
-  if (Status st = p.parse(args); !st.ok()) {
-    std::fprintf(stderr, "hotcold inspect: %s\n", st.message().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
-  if (!model.empty() && !model_pos.empty() && model != model_pos) {
-    std::fprintf(stderr, "hotcold inspect: two models given ('%s' and '%s'); give one\n",
-                 model.c_str(), model_pos.c_str());
-    return 2;
-  }
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (!model.empty() && !model_pos.empty() && model != model_pos)
+    return usage_error(kCmd,
+                       "two models given ('" + model + "' and '" + model_pos + "'); give one");
   if (model.empty()) model = model_pos;
-  if (model.empty()) {
-    std::fprintf(stderr, "hotcold inspect: no model given; usage: hotcold inspect MODEL\n");
-    return 2;
-  }
-  if (max_elems < 0) {
-    std::fprintf(stderr, "hotcold inspect: --max-elems: expected >= 0, found %d\n", max_elems);
-    return 2;
-  }
+  if (model.empty()) return usage_error(kCmd, "no model given; usage: hotcold inspect MODEL");
+  if (max_elems < 0)
+    return usage_error(kCmd, "--max-elems: expected >= 0, found " + std::to_string(max_elems));
 
-  auto mf = MappedFile::open(model);
-  if (!mf.ok()) {
-    std::fprintf(stderr, "hotcold inspect: error: %s\n", mf.message().c_str());
-    return 1;
-  }
-  auto parsed = parse_gguf(mf->bytes());
-  if (!parsed.ok()) {
-    std::fprintf(stderr, "hotcold inspect: error: %s: %s\n", model.c_str(),
-                 parsed.message().c_str());
-    return 1;
-  }
-  const GgufFile& f = *parsed;
-  std::printf("file: %s (%zu bytes)\n", model.c_str(), mf->bytes().size());
+  auto mapped = open_gguf(model);
+  if (!mapped.ok()) return exit_code_for(kCmd, mapped.status());
+  const GgufFile& f = mapped->gguf;
+  std::printf("file: %s (%zu bytes)\n", model.c_str(), mapped->file.bytes().size());
   std::printf("magic: %s, version %u, alignment %" PRIu64 ", data offset %" PRIu64 "\n",
               f.powerinfer_magic ? "PWRI" : "GGUF", f.version, f.alignment, f.data_offset);
   print_metadata(f, static_cast<size_t>(max_elems));

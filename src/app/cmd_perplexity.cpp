@@ -12,6 +12,8 @@ namespace hc {
 
 namespace {
 
+constexpr char kCmd[] = "perplexity";
+
 struct PplFlags {
   ModelFlags model;
   std::string file;
@@ -80,21 +82,13 @@ Status perplexity(const PplFlags& f) {
 
 int cmd_perplexity(const Args& args) {
   PplFlags f;
-  ArgParser p("perplexity", "perplexity of a text file, llama.cpp's method");
+  ArgParser p(kCmd, "perplexity of a text file, llama.cpp's method");
   add_model_flags(p, &f.model);
   p.add_string("-f,--file", &f.file, "text file to score (required)");
   p.add_int("--chunks", &f.chunks, "score at most this many chunks (default: all)");
-  if (int rc = parse_or_exit(p, args); rc >= 0) return rc;
-  if (f.file.empty()) {
-    std::fprintf(stderr, "error: expected -f FILE\n");
-    return 2;
-  }
-  Status st = perplexity(f);
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (f.file.empty()) return usage_error(kCmd, "expected -f FILE");
+  return exit_code_for(kCmd, perplexity(f));
 }
 
 }  // namespace hc

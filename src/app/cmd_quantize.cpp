@@ -9,9 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "app/args.h"
 #include "app/commands.h"
-#include "core/mmap.h"
+#include "app/common.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "model/quantize_plan.h"
@@ -20,11 +19,7 @@ namespace hc {
 
 namespace {
 
-std::string shape_string(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t k = 0; k < ne.size(); ++k) s += (k ? ", " : "") + std::to_string(ne[k]);
-  return s + "]";
-}
+constexpr char kCmd[] = "quantize";
 
 // Writing over the input would truncate the file that is still mapped (SIGBUS).
 bool same_file(const std::string& a, const std::string& b) {
@@ -41,7 +36,7 @@ int cmd_quantize(const Args& args) {
   std::string in_path, out_path, type_name, pos_in, pos_out, pos_type;
   int n_threads = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
   bool pure = false, dry_run = false;
-  ArgParser p("quantize",
+  ArgParser p(kCmd,
               "Convert a GGUF model's weight matrices to another type, following llama.cpp's\n"
               "llama-quantize rules (norms and 1-D tensors are copied unchanged).\n"
               "Types (case-insensitive): " + quantize_target_names() + ".\n"
@@ -55,70 +50,42 @@ int cmd_quantize(const Args& args) {
   p.add_int("-t,--threads", &n_threads, "threads used for conversion");
   p.add_flag("--pure", &pure, "no mixture rules: every converted tensor gets the target type");
   p.add_flag("--dry-run", &dry_run, "print the per-tensor plan, write nothing");
-  if (Status st = p.parse(args); !st.ok()) {
-    std::fprintf(stderr, "hotcold quantize: %s\n", st.message().c_str());
-    return 2;
-  }
-  if (p.help_requested()) {
-    std::fputs(p.usage().c_str(), stdout);
-    return 0;
-  }
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
   // Flags and positionals are alternatives; a conflicting pair is a usage error.
   struct Pick { std::string* flag; const std::string* pos; const char* what; };
   for (Pick k : {Pick{&in_path, &pos_in, "input"}, Pick{&out_path, &pos_out, "output"},
                  Pick{&type_name, &pos_type, "type"}}) {
-    if (!k.flag->empty() && !k.pos->empty() && *k.flag != *k.pos) {
-      std::fprintf(stderr, "hotcold quantize: %s given twice ('%s' and '%s')\n", k.what,
-                   k.flag->c_str(), k.pos->c_str());
-      return 2;
-    }
+    if (!k.flag->empty() && !k.pos->empty() && *k.flag != *k.pos)
+      return usage_error(kCmd, std::string(k.what) + " given twice ('" + *k.flag + "' and '" +
+                                   *k.pos + "')");
     if (k.flag->empty()) *k.flag = *k.pos;
   }
   const char* missing = in_path.empty() ? "an input model (-m IN)"
                         : out_path.empty() && !dry_run ? "an output file (-o OUT)"
                         : type_name.empty() ? "a target type (--type T)"
                                             : nullptr;
-  if (missing) {
-    std::fprintf(stderr, "hotcold quantize: expected %s; see 'hotcold quantize --help'\n", missing);
-    return 2;
-  }
-  if (n_threads < 1 || n_threads > 1024) {
-    std::fprintf(stderr, "hotcold quantize: --threads: expected 1..1024, found %d\n", n_threads);
-    return 2;
-  }
+  if (missing)
+    return usage_error(kCmd,
+                       std::string("expected ") + missing + "; see 'hotcold quantize --help'");
+  if (n_threads < 1 || n_threads > 1024)
+    return usage_error(kCmd, "--threads: expected 1..1024, found " + std::to_string(n_threads));
   auto target = parse_quantize_target(type_name);
-  if (!target.ok()) {
-    std::fprintf(stderr, "hotcold quantize: --type: %s\n", target.message().c_str());
-    return 2;
-  }
+  if (!target.ok()) return usage_error(kCmd, "--type: " + target.message());
   if (pure) target->pure = true;
-  if (!dry_run && same_file(in_path, out_path)) {
-    std::fprintf(stderr, "hotcold quantize: output '%s' is the input file; choose another path\n",
-                 out_path.c_str());
-    return 2;
-  }
+  if (!dry_run && same_file(in_path, out_path))
+    return usage_error(kCmd, "output '" + out_path + "' is the input file; choose another path");
 
-  auto mf = MappedFile::open(in_path);
-  if (!mf.ok()) {
-    std::fprintf(stderr, "hotcold quantize: error: %s\n", mf.message().c_str());
-    return 1;
-  }
-  auto in = parse_gguf(mf->bytes());
-  if (!in.ok()) {
-    std::fprintf(stderr, "hotcold quantize: error: %s: %s\n", in_path.c_str(), in.message().c_str());
-    return 1;
-  }
+  auto mapped = open_gguf(in_path);
+  if (!mapped.ok()) return exit_code_for(kCmd, mapped.status());
+  const GgufFile& in = mapped->gguf;
 
   if (dry_run) {
-    auto plan = plan_quantization(*in, *target);
-    if (!plan.ok()) {
-      std::fprintf(stderr, "hotcold quantize: error: %s\n", plan.message().c_str());
-      return 1;
-    }
+    auto plan = plan_quantization(in, *target);
+    if (!plan.ok()) return exit_code_for(kCmd, plan.status());
     for (size_t i = 0; i < plan->size(); ++i) {
       const TensorQuantPlan& e = (*plan)[i];
       std::printf("%-40s %-24s %-5s -> %-5s%s%s\n", e.name.c_str(),
-                  shape_string(in->tensors[i].ne).c_str(), dtype_name(e.from), dtype_name(e.to),
+                  shape_string(in.tensors[i].ne).c_str(), dtype_name(e.from), dtype_name(e.to),
                   e.note.empty() ? "" : "  # ", e.note.c_str());
     }
     return 0;
@@ -129,30 +96,17 @@ int cmd_quantize(const Args& args) {
                target->pure ? " (uniform)" : "", static_cast<unsigned>(target->ftype), n_threads);
   ThreadPool pool(n_threads);
   auto progress = [&](size_t i, size_t n, const TensorQuantPlan& e, uint64_t bytes) {
-    const GgufTensorInfo& t = in->tensors[i];
+    const GgufTensorInfo& t = in.tensors[i];
     std::fprintf(stderr, "[%4zu/%4zu] %-36s %-20s %5s -> %-5s %10.3f -> %10.3f MiB%s%s\n", i + 1,
                  n, e.name.c_str(), shape_string(t.ne).c_str(), dtype_name(e.from),
                  dtype_name(e.to), mib(t.nbytes), mib(bytes), e.note.empty() ? "" : "  (",
                  e.note.empty() ? "" : (e.note + ")").c_str());
   };
-  auto out = quantize_model(*in, *target, &pool, progress);
-  if (!out.ok()) {
-    std::fprintf(stderr, "hotcold quantize: error: %s\n", out.message().c_str());
-    return 1;
-  }
-  // Write beside the destination and rename, so a failed write never leaves a partial model.
-  const std::string tmp_path = out_path + ".tmp";
-  if (Status st = out->writer.write_file(tmp_path); !st.ok()) {
-    std::remove(tmp_path.c_str());
-    std::fprintf(stderr, "hotcold quantize: error: %s\n", st.message().c_str());
-    return 1;
-  }
-  if (std::rename(tmp_path.c_str(), out_path.c_str()) != 0) {
-    std::remove(tmp_path.c_str());
-    std::fprintf(stderr, "hotcold quantize: error: cannot rename '%s' to '%s'\n",
-                 tmp_path.c_str(), out_path.c_str());
-    return 1;
-  }
+  auto out = quantize_model(in, *target, &pool, progress);
+  if (!out.ok()) return exit_code_for(kCmd, out.status());
+  Status written = write_then_rename(
+      out_path, [&](const std::string& tmp_path) { return out->writer.write_file(tmp_path); });
+  if (!written.ok()) return exit_code_for(kCmd, written);
   size_t n_converted = 0;
   for (const auto& e : out->plan) n_converted += e.convert ? 1 : 0;
   std::fprintf(stderr,

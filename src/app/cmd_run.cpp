@@ -10,6 +10,8 @@ namespace hc {
 
 namespace {
 
+constexpr char kCmd[] = "run";
+
 struct RunFlags {
   ModelFlags model;
   std::string prompt, file, seed, logits_out;
@@ -75,7 +77,7 @@ Status run(const RunFlags& f) {
 
 int cmd_run(const Args& args) {
   RunFlags f;
-  ArgParser p("run", "generate text from a prompt (only the generated text is printed)");
+  ArgParser p(kCmd, "generate text from a prompt (only the generated text is printed)");
   add_model_flags(p, &f.model);
   p.add_string("-p,--prompt", &f.prompt, "prompt text");
   p.add_string("-f,--file", &f.file, "read the prompt from a file");
@@ -86,25 +88,15 @@ int cmd_run(const Args& args) {
   p.add_flag("--ids", &f.ids, "print generated token ids, one per line, instead of text");
   p.add_string("--logits-out", &f.logits_out,
                "write the last prompt token's logits (float32 [n_vocab]) to this file");
-  if (int rc = parse_or_exit(p, args); rc >= 0) return rc;
-  if (!f.prompt.empty() && !f.file.empty()) {
-    std::fprintf(stderr, "error: give either -p or -f, not both\n");
-    return 2;
-  }
-  if (f.n_predict < 0) {
-    std::fprintf(stderr, "error: -n: expected a non-negative count, found %d\n", f.n_predict);
-    return 2;
-  }
-  if (Status st = resolve_seed(f.seed, &f.sampling); !st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 2;
-  }
-  Status st = run(f);
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 1;
-  }
-  return 0;
+  if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (!f.prompt.empty() && !f.file.empty())
+    return usage_error(kCmd, "give either -p or -f, not both");
+  if (f.n_predict < 0)
+    return usage_error(kCmd, "-n: expected a non-negative count, found " +
+                                 std::to_string(f.n_predict));
+  if (Status st = resolve_seed(f.seed, &f.sampling); !st.ok())
+    return usage_error(kCmd, st.message());
+  return exit_code_for(kCmd, run(f));
 }
 
 }  // namespace hc

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <random>
-#include <sstream>
 
 #include "core/log.h"
 
@@ -75,23 +75,74 @@ SessionParams session_params(const ModelFlags& f) {
 
 Result<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::Error("cannot open '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  if (!in) return Status::Error("cannot open '" + path + "' for reading");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return Status::Error("read from '" + path + "' failed");
+  return text;
 }
 
-int parse_or_exit(ArgParser& p, const std::vector<std::string>& args) {
+int print_error(const char* cmd, const std::string& message, int exit_code) {
+  std::fprintf(stderr, "hotcold %s: error: %s\n", cmd, message.c_str());
+  return exit_code;
+}
+
+int exit_code_for(const char* cmd, const Status& st) {
+  return st.ok() ? 0 : print_error(cmd, st.message(), 1);
+}
+
+int parse_or_exit(ArgParser& p, const std::vector<std::string>& args, const char* cmd) {
   Status st = p.parse(args);
   if (p.help_requested()) {
     std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
-  if (!st.ok()) {
-    std::fprintf(stderr, "error: %s\n", st.message().c_str());
-    return 2;
+  return st.ok() ? -1 : usage_error(cmd, st.message());
+}
+
+Result<MappedGguf> open_gguf(const std::string& path) {
+  HC_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(path));
+  auto gguf = parse_gguf(file.bytes());
+  if (!gguf.ok()) return gguf.status().with_context(path);
+  return MappedGguf{std::move(file), std::move(*gguf)};
+}
+
+Status write_then_rename(const std::string& path,
+                         const std::function<Status(const std::string& tmp_path)>& write) {
+  const std::string tmp_path = path + ".tmp";
+  if (Status st = write(tmp_path); !st.ok()) {
+    std::remove(tmp_path.c_str());
+    return st;
   }
-  return -1;
+  if (std::rename(tmp_path.c_str(), path.c_str()) != 0) {
+    std::remove(tmp_path.c_str());
+    return Status::Error("cannot rename '" + tmp_path + "' to '" + path + "'");
+  }
+  return Status::Ok();
+}
+
+std::string escape_control(const std::string& s, bool quoted) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (quoted && (c == '\'' || c == '\\')) out += {'\\', static_cast<char>(c)};
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::string shape_string(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t k = 0; k < ne.size(); ++k) s += (k ? ", " : "") + std::to_string(ne[k]);
+  return s + "]";
 }
 
 double now_seconds() {

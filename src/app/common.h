@@ -1,12 +1,18 @@
-// Flags and helpers shared by the model-running subcommands (run, chat, perplexity, bench).
+// Flags and helpers shared by the subcommands: model flags for run, chat, perplexity and bench;
+// argument parsing, error reporting and GGUF file handling for all of them.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/args.h"
+#include "core/mmap.h"
 #include "core/status.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
+#include "format/gguf.h"
 #include "model/llama_model.h"
 
 namespace hc {
@@ -28,8 +34,38 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
 SessionParams session_params(const ModelFlags& f);
 Result<std::string> read_text_file(const std::string& path);
 
-// Parses args; prints usage/errors. Returns -1 to continue, otherwise the exit code.
-int parse_or_exit(ArgParser& p, const std::vector<std::string>& args);
+// Every error a subcommand reports is one stderr line, "hotcold <cmd>: error: <message>", so a
+// script running several subcommands can tell which one failed. Exit codes as in commands.h.
+int print_error(const char* cmd, const std::string& message, int exit_code);
+inline int usage_error(const char* cmd, const std::string& message) {
+  return print_error(cmd, message, 2);
+}
+// 0 for an ok status; otherwise prints it as a runtime error and returns 1.
+int exit_code_for(const char* cmd, const Status& st);
+
+// Parses args; prints usage (--help wins over a bad flag after it) or the usage error.
+// Returns -1 to continue, otherwise the exit code.
+int parse_or_exit(ArgParser& p, const std::vector<std::string>& args, const char* cmd);
+
+// A GGUF file mapped and parsed: `gguf`'s tensor data points into `file`, so they travel
+// together. Errors name the file (the parser's own messages do not).
+struct MappedGguf {
+  MappedFile file;
+  GgufFile gguf;
+};
+Result<MappedGguf> open_gguf(const std::string& path);
+
+// Lets write(path + ".tmp") make the file, then renames it over `path`: a failed write never
+// leaves a partial model where a complete one is expected.
+Status write_then_rename(const std::string& path,
+                         const std::function<Status(const std::string& tmp_path)>& write);
+
+// Control bytes as \n, \r, \t or \xNN, so any text prints on one line; `quoted` also escapes
+// ' and \ for text shown between single quotes, which then reads back unambiguously.
+std::string escape_control(const std::string& s, bool quoted);
+
+// "[576, 49152]": a tensor shape in ggml order (ne[0], the contiguous row length, first).
+std::string shape_string(const std::vector<int64_t>& ne);
 
 double now_seconds();
 long peak_rss_bytes();

@@ -73,40 +73,6 @@ float vec_dot_bf16(int64_t n, const void* w, const void* a) {
       });
 }
 
-// ---- 32-element blocks: one block per step, d_w * d_a * (integer dot) into the accumulator.
-
-float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
-  const block_q8_0* x = static_cast<const block_q8_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  return sum_blocks_in_order(n / QK8_0, [&](int64_t i, __m256 acc) {
-    const __m256i p = dot_i8i8(loadu256(x[i].qs), loadu256(y[i].qs));
-    return _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-  });
-}
-
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
-  const block_q4_0* x = static_cast<const block_q4_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  return sum_blocks_in_order(n / QK8_0, [&](int64_t i, __m256 acc) {
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
-    const __m256i p = dot_i8i8(q, loadu256(y[i].qs));
-    return _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-  });
-}
-
-float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
-  const block_q4_1* x = static_cast<const block_q4_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  float summs = 0;  // sum of m_w * s_a: the block minima times the activation sums
-  const float main = sum_blocks_in_order(n / QK8_1, [&](int64_t i, __m256 acc) {
-    // An FMA in ggml's build; fp16 x fp16 is exact in float, so a separate product agrees.
-    summs = __builtin_fmaf(f16(x[i].m), f16(y[i].s), summs);
-    const __m256i p = dot_u8i8(unpack_nibbles(x[i].qs), loadu256(y[i].qs));
-    return _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * f16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-  });
-  return main + summs;
-}
-
 // ---- K-quants against Q8_K.
 
 // Q4_K / Q5_K 6-bit scales and mins (12 packed bytes) -> 16 x int16: sc[0..7], m[0..7].
@@ -240,17 +206,10 @@ constexpr IsaKernels make_table() {
   k.types[type_slot(GgmlType::F32)].vec_dot = vec_dot_f32;
   k.types[type_slot(GgmlType::F16)].vec_dot = vec_dot_f16;
   k.types[type_slot(GgmlType::BF16)].vec_dot = vec_dot_bf16;
-  k.types[type_slot(GgmlType::Q8_0)].vec_dot = vec_dot_q8_0_q8_0;
-  k.types[type_slot(GgmlType::Q4_0)].vec_dot = vec_dot_q4_0_q8_0;
-  k.types[type_slot(GgmlType::Q4_1)].vec_dot = vec_dot_q4_1_q8_1;
+  add_shared_kernels(k);
   k.types[type_slot(GgmlType::Q4_K)].vec_dot = vec_dot_q4_K_q8_K;
   k.types[type_slot(GgmlType::Q5_K)].vec_dot = vec_dot_q5_K_q8_K;
   k.types[type_slot(GgmlType::Q6_K)].vec_dot = vec_dot_q6_K_q8_K;
-  k.types[type_slot(GgmlType::Q8_0)].quantize = quantize_q8_0;
-  k.types[type_slot(GgmlType::Q8_1)].quantize = quantize_q8_1;
-  k.types[type_slot(GgmlType::Q8_K)].quantize = quantize_q8_K;
-  k.types[type_slot(GgmlType::Q8_0)].from_float = quantize_q8_0_x86;
-  k.types[type_slot(GgmlType::Q8_1)].from_float = quantize_q8_1_x86;
   return k;
 }
 

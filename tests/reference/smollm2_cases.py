@@ -14,6 +14,7 @@ if hotcold rounds the same way. Failures report llama.cpp's logit margin at the 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
 
@@ -52,6 +53,22 @@ def model_path(variant: str) -> Path:
 
 def load_ref(path: Path) -> "llamacpp_ref.LlamaRef":
     return llamacpp_ref.LlamaRef(path, n_threads=REF_THREADS)
+
+
+@contextlib.contextmanager
+def model_refs():
+    """Yields get(variant) -> (model path, llama.cpp reference on it). Each reference is loaded
+    on first use (a missing F16 / Q8_0 file skips the test asking for it) and all are closed on
+    exit. The body of the module-scoped fixtures: `with model_refs() as get: yield get(...)`."""
+    with contextlib.ExitStack() as stack:
+        opened = {}
+
+        def get(variant: str) -> tuple[Path, "llamacpp_ref.LlamaRef"]:
+            if variant not in opened:
+                path = model_path(variant)
+                opened[variant] = path, stack.enter_context(load_ref(path))
+            return opened[variant]
+        yield get
 
 
 def ref_greedy(ref, path: Path, prompt: str) -> tuple[list[int], bytes]:

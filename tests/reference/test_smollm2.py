@@ -10,15 +10,13 @@ from __future__ import annotations
 import pytest
 
 from conftest import hotcold_greedy_text, same_text
-from smollm2_cases import PROMPTS, N_GREEDY, check_greedy_ids, load_ref, model_path, ref_greedy
+from smollm2_cases import PROMPTS, N_GREEDY, check_greedy_ids, model_refs, ref_greedy
 
 
 @pytest.fixture(scope="module")
 def q41():
-    path = model_path("Q4_1")
-    ref = load_ref(path)
-    yield path, ref
-    ref.close()
+    with model_refs() as get:
+        yield get("Q4_1")
 
 
 def test_greedy_ids(hotcold_bin, q41):

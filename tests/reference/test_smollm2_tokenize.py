@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import SHARED, first_difference, hotcold, hotcold_tokenize, require_file
-from smollm2_cases import load_ref, model_path
+from smollm2_cases import model_refs
 
 TEXTS = [
     "Hello world",
@@ -44,10 +44,8 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def q41():
-    path = model_path("Q4_1")
-    ref = load_ref(path)
-    yield path, ref
-    ref.close()
+    with model_refs() as get:
+        yield get("Q4_1")
 
 
 @pytest.mark.parametrize("no_bos", [False, True], ids=["special", "no-bos"])
