@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Side-by-side speed: hotcold vs llama.cpp (llama-cpp-python) on the same GGUF files.
+
+For each model, alternates one hotcold round and one llama.cpp round, --rounds times, with the
+same thread count, prompt length and generation length, and prints mean tokens/s and the
+hotcold / llama.cpp ratio. Run with the venv made by scripts/setup.sh:
+
+  ~/.cache/hotcold/venv/bin/python bench/compare_llamacpp.py -t 2 MODEL.gguf [MODEL.gguf ...]
+
+llama.cpp is driven through its Python binding (one eval call per generated token); the
+binding's per-call overhead is part of its figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from llama_cpp import Llama
+
+
+def hotcold_round(binary: str, model: str, t: int, n_p: int, n_g: int) -> tuple[float, float]:
+    out = subprocess.run([binary, "bench", "-m", model, "-t", str(t), "-p", str(n_p),
+                          "-n", str(n_g), "-r", "1", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    j = json.loads(out)
+    return j["pp"]["tps_mean"], j["tg"]["tps_mean"]
+
+
+def llamacpp_round(llm: Llama, n_p: int, n_g: int, rng: np.random.Generator) -> tuple[float, float]:
+    vocab = llm.n_vocab()
+    prompt = [int(x) for x in rng.integers(0, vocab, n_p)]
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(prompt)
+    pp = n_p / (time.perf_counter() - t0)
+    llm.reset()
+    gen = [int(x) for x in rng.integers(0, vocab, n_g)]
+    t0 = time.perf_counter()
+    for tok in gen:
+        llm.eval([tok])
+    return pp, n_g / (time.perf_counter() - t0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-p", "--n-prompt", type=int, default=512)
+    ap.add_argument("-n", "--n-gen", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--hotcold", default=str(Path(__file__).resolve().parent.parent / "build" / "hotcold"))
+    a = ap.parse_args()
+    print(f"| model | test | hotcold t/s | llama.cpp t/s | ratio |\n|---|---|---|---|---|")
+    for model in a.models:
+        llm = Llama(model_path=model, n_ctx=a.n_prompt + a.n_gen + 8, n_batch=a.n_prompt,
+                    n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
+        rng = np.random.default_rng(1)
+        llamacpp_round(llm, a.n_prompt, a.n_gen, rng)  # warm-up: page in weights
+        hc, lc = [], []
+        for r in range(a.rounds):
+            hc.append(hotcold_round(a.hotcold, model, a.threads, a.n_prompt, a.n_gen))
+            lc.append(llamacpp_round(llm, a.n_prompt, a.n_gen, rng))
+            print(f"  round {r + 1}/{a.rounds} done", file=sys.stderr)
+        name = Path(model).name
+        for i, test in enumerate((f"pp{a.n_prompt}", f"tg{a.n_gen}")):
+            h = statistics.mean(x[i] for x in hc)
+            l = statistics.mean(x[i] for x in lc)
+            print(f"| {name} | {test} | {h:.1f} | {l:.1f} | {h / l:.2f}x |")
+        del llm
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
