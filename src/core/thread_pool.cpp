@@ -18,26 +18,26 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run_job(Job job) {
   if (n_threads_ == 1) {
-    fn(0, 1);
+    job.call(job.obj, 0, 1);
     return;
   }
-  job_ = &fn;
+  job_ = job;
   pending_.store(n_threads_ - 1, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lk(mu_);
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   cv_.notify_all();
-  fn(0, n_threads_);
+  job.call(job.obj, 0, n_threads_);
   // Spin briefly (the usual case: the other threads finish within microseconds), then yield
   // so an oversubscribed machine can schedule the workers we are waiting for.
   for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
     if (spin < 2000) _mm_pause();
     else std::this_thread::yield();
   }
-  job_ = nullptr;
+  job_ = {nullptr, nullptr};
 }
 
 void ThreadPool::worker(int ith) {
@@ -58,7 +58,7 @@ void ThreadPool::worker(int ith) {
     }
     seen = gen;
     if (stop_.load()) return;
-    (*job_)(ith, n_threads_);
+    job_.call(job_.obj, ith, n_threads_);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }

@@ -5,8 +5,8 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
-#include <functional>
 #include <mutex>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -20,7 +20,14 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  void run(const std::function<void(int ith, int nth)>& fn);
+  // fn(ith, nth) on every thread. fn is only borrowed for the call: no std::function, so a
+  // kernel's capturing lambda costs no heap allocation per job (hundreds per token).
+  template <class F>
+  void run(F&& fn) {
+    using Fn = std::remove_reference_t<F>;
+    run_job({[](void* obj, int ith, int nth) { (*static_cast<Fn*>(obj))(ith, nth); },
+             const_cast<void*>(static_cast<const void*>(&fn))});
+  }
 
   // Splits [0, n) into nth contiguous chunks; returns thread ith's [begin, end).
   static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
@@ -30,11 +37,16 @@ class ThreadPool {
   }
 
  private:
+  struct Job {
+    void (*call)(void* obj, int ith, int nth);
+    void* obj;
+  };
+  void run_job(Job job);
   void worker(int ith);
 
   int n_threads_;
   std::vector<std::thread> threads_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  Job job_{nullptr, nullptr};
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
