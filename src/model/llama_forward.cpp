@@ -40,9 +40,10 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   const LlamaHParams& hp = model.hparams();
   const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim, kv_dim = cache.kv_dim;
   norm_rows(s.x.data(), s.xb.data(), L.attn_norm, n_tok, hp.n_embd, hp.rms_eps);
-  ops::matmul(L.wq, s.xb.data(), n_tok, s.q.data(), pool, s.mm);
-  ops::matmul(L.wk, s.xb.data(), n_tok, s.k.data(), pool, s.mm);
-  ops::matmul(L.wv, s.xb.data(), n_tok, s.v.data(), pool, s.mm);
+  s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // Q, K and V read the same quantised input
+  ops::matmul(L.wq, s.in, s.q.data(), pool);
+  ops::matmul(L.wk, s.in, s.k.data(), pool);
+  ops::matmul(L.wv, s.in, s.v.data(), pool);
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* cs = s.rope.data() + t * hp.n_rot;
     for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
@@ -73,7 +74,7 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
                          s.att.data() + t * q_dim, tmp);
     }
   });
-  ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.mm);
+  ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.in);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
@@ -81,8 +82,9 @@ void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScrat
                ThreadPool& pool, int64_t n_tok) {
   const LlamaHParams& hp = model.hparams();
   norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
-  ops::matmul(L.ffn_gate, s.xb.data(), n_tok, s.gate.data(), pool, s.mm);
-  ops::matmul(L.ffn_up, s.xb.data(), n_tok, s.up.data(), pool, s.mm);
+  s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // gate and up read the same quantised input
+  ops::matmul(L.ffn_gate, s.in, s.gate.data(), pool);
+  ops::matmul(L.ffn_up, s.in, s.up.data(), pool);
   // One row per token: ggml's swiglu vectorises each row separately (tail per row).
   for (int64_t t = 0; t < n_tok; ++t) {
     float* g = s.gate.data() + t * hp.n_ff;
@@ -90,7 +92,7 @@ void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScrat
     if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
     else ops::swiglu(g, u, hp.n_ff);
   }
-  ops::matmul(L.ffn_down, s.gate.data(), n_tok, s.proj.data(), pool, s.mm);
+  ops::matmul(L.ffn_down, s.gate.data(), n_tok, s.proj.data(), pool, s.in);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
@@ -130,7 +132,7 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
   float* xo = s.x.data() + first * hp.n_embd;
   norm_rows(xo, s.xb.data(), W.output_norm, n_out, hp.n_embd, hp.rms_eps);
   logits->resize(static_cast<size_t>(n_out) * hp.n_vocab);
-  ops::matmul(W.output, s.xb.data(), n_out, logits->data(), pool, s.mm);
+  ops::matmul(W.output, s.xb.data(), n_out, logits->data(), pool, s.in);
   return Status::Ok();
 }
 

@@ -25,7 +25,7 @@ struct ForwardScratch {
   std::vector<float> up;        // [n_tok, n_ff]
   std::vector<float> rope;      // [n_tok, n_rot] cos/sin pairs per position
   std::vector<float> att_tmp;   // [n_threads, n_ctx] attention scores per thread
-  ops::MatmulScratch mm;
+  ops::MatmulInput in;          // current matmul input, quantised once per dot type
 };
 
 // Runs tokens at positions [pos0, pos0 + tokens.size()), appending their K/V to the cache.

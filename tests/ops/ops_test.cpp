@@ -44,7 +44,7 @@ TEST(Matmul, ThreadedMatchesScalarReferenceForEveryType) {
       ops::matmul_ref(w, x.data(), n_tok, yr.data());
       for (int nt : {1, 2, 3}) {
         ThreadPool pool(nt);
-        ops::MatmulScratch s;
+        ops::MatmulInput s;
         ops::matmul(w, x.data(), n_tok, y.data(), pool, s);
         for (int64_t i = 0; i < n_tok * rows; ++i) {
           // Same quantised activations; only summation order may differ: relative 1e-4 of
@@ -64,6 +64,35 @@ TEST(Matmul, ThreadedMatchesScalarReferenceForEveryType) {
       }
     }
   }
+}
+
+TEST(Matmul, SharedInputIsQuantisedOncePerTypeAndResetInvalidates) {
+  // Weights of three dot types (Q8_1, Q8_K, Q8_0) read one input, as Q/K/V can in a mixed file.
+  const int64_t cols = 256, rows = 24, n_tok = 5;
+  const GgmlType types[] = {GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q4_1};
+  std::vector<std::vector<uint8_t>> wq;
+  for (GgmlType t : types) wq.push_back(quantize_matrix(t, randn(rows * cols, 11), rows, cols));
+  auto x = randn(n_tok * cols, 12);
+  ThreadPool pool(2);
+  ops::MatmulInput shared, single;
+  shared.reset(x.data(), n_tok, cols);
+  for (size_t i = 0; i < wq.size(); ++i) {
+    TensorView w = TensorView::make(types[i], wq[i].data(), cols, rows);
+    std::vector<float> a(n_tok * rows), b(n_tok * rows);
+    ops::matmul(w, shared, a.data(), pool);
+    ops::matmul(w, x.data(), n_tok, b.data(), pool, single);
+    ASSERT_EQ(a, b) << dtype_name(types[i]);
+  }
+  // New contents at the same address: reset must drop the cached quantisation.
+  TensorView w0 = TensorView::make(types[0], wq[0].data(), cols, rows);
+  std::vector<float> before(n_tok * rows), after(n_tok * rows), fresh(n_tok * rows);
+  ops::matmul(w0, shared, before.data(), pool);
+  for (float& v : x) v = -v;
+  shared.reset(x.data(), n_tok, cols);
+  ops::matmul(w0, shared, after.data(), pool);
+  ops::matmul(w0, x.data(), n_tok, fresh.data(), pool, single);
+  EXPECT_EQ(after, fresh);
+  EXPECT_NE(after, before);
 }
 
 TEST(Ops, RmsnormMatchesDefinition) {

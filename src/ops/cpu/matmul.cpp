@@ -9,39 +9,62 @@ namespace hc::ops {
 
 namespace {
 
-// Quantises activation rows to the weight's dot type as ggml-cpu does at run time (its
-// from_float, not the weight quantiser); F32 weights use x as is.
-const uint8_t* prepare_activations(GgmlType vt, const float* x, int64_t n_tok, int64_t ne0,
-                                   ThreadPool& pool, MatmulScratch& s, bool ref) {
-  if (vt == GgmlType::F32) return reinterpret_cast<const uint8_t*>(x);
+// Quantises activation rows to a dot type as ggml-cpu does at run time (its from_float, not the
+// weight quantiser), splitting tokens across threads for a batch.
+void quantize_rows(GgmlType vt, const float* x, int64_t n_tok, int64_t ne0, uint8_t* xq,
+                   ThreadPool& pool, bool ref) {
   const int64_t rb = row_bytes(vt, ne0);
-  if (s.xq.size() < static_cast<size_t>(rb * n_tok)) s.xq.resize(rb * n_tok);
-  uint8_t* xq = s.xq.data();
-  auto quantize_rows = [&](int64_t b, int64_t e) {
+  auto rows = [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       if (ref) quant::quantize_activations_ref(vt, x + t * ne0, xq + t * rb, ne0);
       else quant::quantize_activations(vt, x + t * ne0, xq + t * rb, ne0);
     }
   };
   if (n_tok == 1) {
-    quantize_rows(0, 1);
-  } else {
-    pool.run([&](int ith, int nth) {
-      int64_t b, e;
-      ThreadPool::split(n_tok, ith, nth, &b, &e);
-      quantize_rows(b, e);
-    });
+    rows(0, 1);
+    return;
   }
-  return xq;
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_tok, ith, nth, &b, &e);
+    rows(b, e);
+  });
 }
 
 }  // namespace
 
-void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
-            MatmulScratch& scratch) {
+void MatmulInput::reset(const float* x, int64_t n_tok, int64_t ne0) {
+  x_ = x;
+  n_tok_ = n_tok;
+  ne0_ = ne0;
+  for (Slot& s : slots_) s.valid = false;
+}
+
+const uint8_t* MatmulInput::quantized(GgmlType vt, ThreadPool& pool) {
+  if (vt == GgmlType::F32) return reinterpret_cast<const uint8_t*>(x_);
+  Slot* slot = nullptr;
+  for (Slot& s : slots_) {
+    if (s.vt == vt) slot = &s;
+  }
+  if (!slot) {
+    slots_.push_back({vt, false, {}});
+    slot = &slots_.back();
+  }
+  if (!slot->valid) {
+    const size_t bytes = static_cast<size_t>(row_bytes(vt, ne0_) * n_tok_);
+    if (slot->rows.size() < bytes) slot->rows.resize(bytes);
+    quantize_rows(vt, x_, n_tok_, ne0_, slot->rows.data(), pool, /*ref=*/false);
+    slot->valid = true;
+  }
+  return slot->rows.data();
+}
+
+void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
+  HC_CHECK(in.ne0() == w.ne0);
   const GgmlType vt = quant::vec_dot_type(w.type);
-  const int64_t ne0 = w.ne0, ne1 = w.ne1;
-  const uint8_t* xq = prepare_activations(vt, x, n_tok, ne0, pool, scratch, false);
+  const uint8_t* xq = in.quantized(vt, pool);
+  const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row
+  const int64_t ne0 = w.ne0, ne1 = w.ne1, n_tok = in.n_tok();
   const int64_t xrb = row_bytes(vt, ne0);
   // Tiles of weight rows x tokens keep a tile of W in L1/L2 while it meets every token.
   constexpr int64_t kRowTile = 16;
@@ -55,19 +78,29 @@ void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y, Thread
         const int64_t t1 = std::min(n_tok, t0 + kTokTile);
         for (int64_t r = r0; r < r1; ++r) {
           const uint8_t* wr = w.row(r);
-          for (int64_t t = t0; t < t1; ++t)
-            y[t * ne1 + r] = quant::vec_dot(w.type, ne0, wr, xq + t * xrb);
+          for (int64_t t = t0; t < t1; ++t) y[t * ne1 + r] = dot(ne0, wr, xq + t * xrb);
         }
       }
     }
   });
 }
 
+void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
+            MatmulInput& scratch) {
+  scratch.reset(x, n_tok, w.ne0);
+  matmul(w, scratch, y, pool);
+}
+
 void matmul_ref(const TensorView& w, const float* x, int64_t n_tok, float* y) {
   ThreadPool single(1);
-  MatmulScratch s;
   const GgmlType vt = quant::vec_dot_type(w.type);
-  const uint8_t* xq = prepare_activations(vt, x, n_tok, w.ne0, single, s, true);
+  std::vector<uint8_t> rows;
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
+  if (vt != GgmlType::F32) {
+    rows.resize(static_cast<size_t>(row_bytes(vt, w.ne0) * n_tok));
+    quantize_rows(vt, x, n_tok, w.ne0, rows.data(), single, /*ref=*/true);
+    xq = rows.data();
+  }
   const int64_t xrb = row_bytes(vt, w.ne0);
   for (int64_t t = 0; t < n_tok; ++t)
     for (int64_t r = 0; r < w.ne1; ++r)
