@@ -36,12 +36,10 @@ Status feed(Session& s, const std::vector<int32_t>& tokens) {
 Result<std::string> reply(Session& s, Sampler& sampler, int n_predict) {
   const Tokenizer& tok = s.model().tokenizer();
   std::string text;
-  std::vector<float> logits;
   for (int i = 0; i < n_predict; ++i) {
     if (s.n_past() >= s.n_ctx())
       return Status::Error("context full (" + std::to_string(s.n_ctx()) + " tokens); raise -c");
-    logits = s.logits();
-    const int32_t next = sampler.sample(logits, s.history());
+    const int32_t next = sampler.sample(s.logits(), s.history());
     if (tok.is_eog(next)) break;
     const std::string piece = tok.token_to_piece(next, false);
     text += piece;

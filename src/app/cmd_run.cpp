@@ -50,12 +50,10 @@ Status run(const RunFlags& f) {
   if (!f.logits_out.empty()) HC_TRY(write_floats(f.logits_out, session.logits()));
 
   Sampler sampler(f.sampling);
-  std::vector<float> logits;
   int n_gen = 0;
   const double t1 = now_seconds();
   while (n_gen < f.n_predict && session.n_past() < session.n_ctx()) {
-    logits = session.logits();
-    const int32_t next = sampler.sample(logits, session.history());
+    const int32_t next = sampler.sample(session.logits(), session.history());
     if (!f.ignore_eos && tok.is_eog(next)) break;
     if (f.ids) std::printf("%d\n", next);
     else std::fputs(tok.token_to_piece(next, false).c_str(), stdout);

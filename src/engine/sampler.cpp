@@ -97,7 +97,7 @@ void apply_top_k(CandidateList* c, int k) {
 void apply_top_p(CandidateList* c, float p) {
   if (p >= 1.0f || c->data.empty()) return;
   c->sort();
-  std::vector<double> probs;
+  std::vector<double>& probs = c->probs;
   softmax(*c, &probs);
   double cum = 0.0;
   size_t keep = c->data.size();
@@ -141,8 +141,8 @@ void Sampler::reseed(uint64_t seed) {
   rng_.seed(seed);
 }
 
-size_t Sampler::draw(const CandidateList& c) {
-  std::vector<double>& probs = probs_;
+size_t Sampler::draw(CandidateList& c) {
+  std::vector<double>& probs = c.probs;
   softmax(c, &probs);
   const double target = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   double cum = 0.0;
@@ -153,7 +153,7 @@ size_t Sampler::draw(const CandidateList& c) {
   return probs.size() - 1;  // rounding left cum just below target
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> recent_tokens) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   HC_CHECK(!logits.empty());
   const SamplerParams& p = params_;
   cur_.assign(logits);

@@ -33,6 +33,7 @@ struct TokenCandidate {
 struct CandidateList {
   std::vector<TokenCandidate> data;
   bool sorted = false;
+  std::vector<double> probs;  // softmax scratch for top-p and drawing, reused across tokens
 
   // Fills data with every token in id order (NaN logits become -inf so sorting stays sane).
   void assign(std::span<const float> logits);
@@ -54,22 +55,21 @@ class Sampler {
  public:
   explicit Sampler(const SamplerParams& params);
 
-  // logits: [n_vocab] for the next token (not modified). recent_tokens: the context so far,
+  // logits: [n_vocab] for the next token. recent_tokens: the context so far,
   // oldest first, used for the repetition penalties. Returns a token id in [0, n_vocab).
-  int32_t sample(std::span<float> logits, std::span<const int32_t> recent_tokens);
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
 
   const SamplerParams& params() const { return params_; }
   void reseed(uint64_t seed);
 
  private:
   // Draws from softmax(logits) over the current candidates.
-  size_t draw(const CandidateList& c);
+  size_t draw(CandidateList& c);
 
   SamplerParams params_;
   std::mt19937_64 rng_;
   // Reused between calls to avoid per-token allocations.
   CandidateList cur_;
-  std::vector<double> probs_;
 };
 
 }  // namespace hc

@@ -26,17 +26,18 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
     return Status::Error("context overflow: " + std::to_string(n_past_) + " tokens in context + " +
                          std::to_string(tokens.size()) + " new exceed the context size " +
                          std::to_string(cache_.n_ctx) + " (raise -c)");
-  const int n_vocab = model_->hparams().n_vocab;
   logits_.clear();
   for (size_t i = 0; i < tokens.size(); i += params_.n_batch) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(params_.n_batch));
     const bool last_chunk = i + n == tokens.size();
+    // The last (usually only) chunk writes logits_ in place: no per-token copy of [n_vocab].
+    std::vector<float>* out = last_chunk && logits_.empty() ? &logits_ : &chunk_logits_;
     HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, tokens.subspan(i, n), n_past_,
-                         all_logits, &chunk_logits_));
+                         all_logits, out));
     n_past_ += static_cast<int>(n);
     history_.insert(history_.end(), tokens.begin() + i, tokens.begin() + i + n);
-    if (all_logits) logits_.insert(logits_.end(), chunk_logits_.begin(), chunk_logits_.end());
-    else if (last_chunk) logits_.assign(chunk_logits_.end() - n_vocab, chunk_logits_.end());
+    if (out == &chunk_logits_ && all_logits)
+      logits_.insert(logits_.end(), chunk_logits_.begin(), chunk_logits_.end());
   }
   return Status::Ok();
 }
