@@ -2,19 +2,13 @@
 // each word keep merging the adjacent pair with the lowest merge rank (leftmost first on ties).
 #include <queue>
 
+#include "tokenizer/symbols.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
 namespace hc {
 
 namespace {
-
-struct Symbol {
-  int prev;
-  int next;
-  const char* text;
-  size_t n;  // bytes; 0 once merged into its left neighbour
-};
 
 struct Bigram {
   int left;
@@ -34,18 +28,10 @@ struct BigramGreater {
 void tokenize_word(const Tokenizer::Vocab& vocab, const std::string& word,
                    std::vector<int32_t>* out) {
   std::vector<Symbol> symbols;  // [one per UTF-8 character of word, or the whole word]
-  size_t offset = 0;
   if (vocab.ignore_merges && vocab.find(word) >= 0) {
     symbols.push_back({-1, -1, word.data(), word.size()});
-    offset = word.size();
-  }
-  while (offset < word.size()) {
-    const size_t n =
-        std::min(word.size() - offset, unicode::utf8_len(static_cast<uint8_t>(word[offset])));
-    const int index = static_cast<int>(symbols.size());
-    offset += n;
-    symbols.push_back(
-        {index - 1, offset == word.size() ? -1 : index + 1, word.data() + offset - n, n});
+  } else {
+    append_utf8_symbols(word, &symbols);
   }
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
@@ -71,10 +57,7 @@ void tokenize_word(const Tokenizer::Vocab& vocab, const std::string& word,
         std::string_view(left.text, left.n + right.n) != bigram.text) {
       continue;
     }
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    merge_symbols(symbols, bigram.left, bigram.right);
     add_bigram(left.prev, bigram.left);
     add_bigram(bigram.left, left.next);
   }

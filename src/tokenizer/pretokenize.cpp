@@ -57,6 +57,17 @@ size_t contraction(const Piece& p, size_t pos, bool fold) {
   return 0;
 }
 
+// The last alternatives of both custom splitters: \s+(?!\S) (a run of num_ws whitespace code
+// points at pos leaves its last one to the next word), then \s+, else a single code point
+// that matched nothing. Returns the position after the emitted piece.
+size_t split_whitespace_run(Piece& p, size_t pos, size_t num_ws) {
+  if (num_ws > 1 && p.cpt(pos + num_ws) != kOutOfRange) pos += num_ws - 1;
+  else if (num_ws > 0) pos += num_ws;
+  else ++pos;
+  p.add(pos);
+  return pos;
+}
+
 // llama.cpp's unicode_regex_split_custom_gpt2.
 void split_gpt2(Piece& p) {
   for (size_t pos = p.ini(); pos < p.end();) {
@@ -87,17 +98,7 @@ void split_gpt2(Piece& p) {
     }
     size_t num_ws = 0;
     while (is_ws(p.flags(pos + num_ws))) num_ws++;
-    if (num_ws > 1 && p.cpt(pos + num_ws) != kOutOfRange) {  // \s+(?!\S)
-      pos += num_ws - 1;
-      p.add(pos);
-      continue;
-    }
-    if (num_ws > 0) {  // \s+
-      pos += num_ws;
-      p.add(pos);
-      continue;
-    }
-    p.add(++pos);  // no match
+    pos = split_whitespace_run(p, pos, num_ws);
   }
 }
 
@@ -153,17 +154,7 @@ void split_llama3(Piece& p) {
       p.add(pos);
       continue;
     }
-    if (num_ws > 1 && p.cpt(pos + num_ws) != kOutOfRange) {  // \s+(?!\S)
-      pos += num_ws - 1;
-      p.add(pos);
-      continue;
-    }
-    if (num_ws > 0) {  // \s+
-      pos += num_ws;
-      p.add(pos);
-      continue;
-    }
-    p.add(++pos);  // no match
+    pos = split_whitespace_run(p, pos, num_ws);
   }
 }
 

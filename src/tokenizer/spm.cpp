@@ -3,19 +3,13 @@
 // token with the highest score (leftmost first on ties); leftovers fall back to byte tokens.
 #include <queue>
 
+#include "tokenizer/symbols.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/vocab.h"
 
 namespace hc {
 
 namespace {
-
-struct Symbol {
-  int prev;
-  int next;
-  const char* text;
-  size_t n;  // bytes; 0 once merged into its left neighbour
-};
 
 struct Bigram {
   int left;
@@ -43,13 +37,7 @@ int32_t Tokenizer::Vocab::spm_byte_token(uint8_t byte) const {
 
 void spm_tokenize(const Tokenizer::Vocab& vocab, std::string_view text, std::vector<int32_t>* out) {
   std::vector<Symbol> symbols;  // [one per UTF-8 character of text]
-  for (size_t offs = 0; offs < text.size();) {
-    const size_t n =
-        std::min(unicode::utf8_len(static_cast<uint8_t>(text[offs])), text.size() - offs);
-    const int index = static_cast<int>(symbols.size());
-    offs += n;
-    symbols.push_back({index - 1, offs == text.size() ? -1 : index + 1, text.data() + offs - n, n});
-  }
+  append_utf8_symbols(text, &symbols);
   if (symbols.empty()) return;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
@@ -68,10 +56,7 @@ void spm_tokenize(const Tokenizer::Vocab& vocab, std::string_view text, std::vec
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
     if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
-    left.n += right.n;
-    right.n = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    merge_symbols(symbols, bigram.left, bigram.right);
     try_add_bigram(left.prev, bigram.left);
     try_add_bigram(bigram.left, left.next);
   }

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "quant/blocks.h"
+#include "quant/kernels.h"
 #include "quant/quant.h"
 
 namespace hc::quant::qtest {
@@ -165,5 +166,12 @@ inline std::vector<float> as_floats(const std::vector<uint8_t>& bytes) {
   std::memcpy(v.data(), bytes.data(), v.size() * 4);
   return v;
 }
+
+// The SIMD kernel tables under test; a table is null when this CPU lacks the ISA.
+struct IsaCase {
+  const char* name;
+  const IsaKernels* (*get)();
+};
+inline const IsaCase kIsas[] = {{"avx2", avx2_kernels}, {"avx512", avx512_kernels}};
 
 }  // namespace hc::quant::qtest

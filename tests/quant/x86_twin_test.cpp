@@ -17,12 +17,8 @@ namespace hc::quant {
 namespace {
 
 using qtest::Buffer;
-
-struct IsaCase {
-  const char* name;
-  const IsaKernels* (*get)();
-};
-const IsaCase kIsas[] = {{"avx2", avx2_kernels}, {"avx512", avx512_kernels}};
+using qtest::IsaCase;
+using qtest::kIsas;
 
 struct DotTwin {
   GgmlType t;
