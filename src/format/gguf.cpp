@@ -522,7 +522,19 @@ void GgufWriter::set(const std::string& key, GgufValue v) {
   kv.emplace_back(key, std::move(v));
 }
 
-Result<std::vector<uint8_t>> GgufWriter::serialize() const {
+namespace {
+// Bytes of tensor t's data, or an error when its shape or type cannot be written.
+Result<uint64_t> tensor_nbytes(const GgufTensorToWrite& t) {
+  int64_t n = 1;
+  for (int64_t d : t.ne) n *= d;
+  const DTypeTraits tr = dtype_traits(t.type);
+  if (t.ne.empty() || t.ne.size() > 4 || !tr.name || t.ne[0] % tr.block_size != 0)
+    return Status::Error("tensor '" + t.name + "': invalid shape or type for writing");
+  return static_cast<uint64_t>(n / tr.block_size * tr.type_size);
+}
+}  // namespace
+
+Result<std::vector<uint8_t>> GgufWriter::serialize_header() const {
   Out o;
   o.put<uint32_t>(kMagicGguf);
   o.put<uint32_t>(version);
@@ -541,29 +553,32 @@ Result<std::vector<uint8_t>> GgufWriter::serialize() const {
   }
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    int64_t n = 1;
-    for (int64_t d : t.ne) n *= d;
-    const DTypeTraits tr = dtype_traits(t.type);
-    if (t.ne.empty() || t.ne.size() > 4 || !tr.name || t.ne[0] % tr.block_size != 0)
-      return Status::Error("tensor '" + t.name + "': invalid shape or type for writing");
-    const uint64_t nbytes = static_cast<uint64_t>(n / tr.block_size * tr.type_size);
-    if (nbytes != t.data.size())
-      return Status::Error("tensor '" + t.name + "': expected " + std::to_string(nbytes) +
-                           " bytes of " + tr.name + " data, found " +
-                           std::to_string(t.data.size()));
+    HC_ASSIGN_OR_RETURN(const uint64_t nbytes, tensor_nbytes(t));
     o.str(t.name);
     o.put<uint32_t>(static_cast<uint32_t>(t.ne.size()));
     for (int64_t d : t.ne) o.put<int64_t>(d);
     o.put<uint32_t>(static_cast<uint32_t>(t.type));
     o.put<uint64_t>(offset);
-    offset += (nbytes + alignment - 1) / alignment * alignment;
+    offset += nbytes + padding(nbytes);
   }
   o.pad_to(alignment);
-  for (const auto& t : tensors) {
-    o.buf.insert(o.buf.end(), t.data.begin(), t.data.end());
-    o.pad_to(alignment);
-  }
   return std::move(o.buf);
+}
+
+Result<std::vector<uint8_t>> GgufWriter::serialize() const {
+  for (const auto& t : tensors) {
+    HC_ASSIGN_OR_RETURN(const uint64_t nbytes, tensor_nbytes(t));
+    if (nbytes != t.data.size())
+      return Status::Error("tensor '" + t.name + "': expected " + std::to_string(nbytes) +
+                           " bytes of " + dtype_name(t.type) + " data, found " +
+                           std::to_string(t.data.size()));
+  }
+  HC_ASSIGN_OR_RETURN(std::vector<uint8_t> buf, serialize_header());
+  for (const auto& t : tensors) {
+    buf.insert(buf.end(), t.data.begin(), t.data.end());
+    buf.resize(buf.size() + padding(t.data.size()), 0);
+  }
+  return buf;
 }
 
 Status GgufWriter::write_file(const std::string& path) const {

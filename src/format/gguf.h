@@ -112,6 +112,14 @@ struct GgufWriter {
   void add_tensor(GgufTensorToWrite t) { tensors.push_back(std::move(t)); }
   Result<std::vector<uint8_t>> serialize() const;
   Status write_file(const std::string& path) const;
+
+  // Streaming, for files too large to build in memory: the bytes before the tensor data
+  // (header, metadata, tensor infos, zero padding to `alignment`). Tensors' `data` is not read,
+  // so they may be added with name, shape and type only; the caller then writes each tensor's
+  // row_bytes(type, ne[0]) * rows bytes in `tensors` order, each followed by
+  // padding(nbytes) zero bytes. serialize() is exactly serialize_header() + that.
+  Result<std::vector<uint8_t>> serialize_header() const;
+  uint64_t padding(uint64_t nbytes) const { return (alignment - nbytes % alignment) % alignment; }
 };
 
 }  // namespace hc

@@ -57,6 +57,38 @@ TEST(Gguf, WriterRoundTripsMetadataAndTensors) {
   EXPECT_EQ(q->nbytes, 34u * 2);
 }
 
+// serialize_header() + each tensor's data + padding(nbytes) zeros is serialize(), byte for byte;
+// the header needs no tensor data, only shapes and types.
+TEST(Gguf, StreamedWriteEqualsSerialize) {
+  std::vector<float> wts;
+  std::vector<uint8_t> q8;
+  GgufWriter w = sample_writer(&wts, &q8);
+  w.alignment = 64;  // also covers the written general.alignment key
+  auto whole = w.serialize();
+  ASSERT_TRUE(whole.ok()) << whole.message();
+
+  GgufWriter shapes_only = w;
+  for (auto& t : shapes_only.tensors) t.data = {};
+  auto header = shapes_only.serialize_header();
+  ASSERT_TRUE(header.ok()) << header.message();
+  EXPECT_EQ(header->size() % 64, 0u);
+  std::vector<uint8_t> streamed = *header;
+  for (const auto& t : w.tensors) {
+    streamed.insert(streamed.end(), t.data.begin(), t.data.end());
+    streamed.resize(streamed.size() + w.padding(t.data.size()), 0);
+  }
+  EXPECT_EQ(streamed, *whole);
+  EXPECT_EQ(w.padding(64), 0u);
+  EXPECT_EQ(w.padding(68), 60u);
+
+  auto missing = shapes_only.serialize();  // the whole file still needs the data
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("expected 768 bytes of F32 data, found 0"), std::string::npos)
+      << missing.message();
+  shapes_only.tensors[1].ne = {60};  // not a multiple of Q8_0's 32
+  EXPECT_FALSE(shapes_only.serialize_header().ok());
+}
+
 TEST(Gguf, TypedGettersNameExpectedAndFound) {
   std::vector<float> wts;
   std::vector<uint8_t> q8;

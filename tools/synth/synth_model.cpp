@@ -1,0 +1,494 @@
+// hc-synth-model: writes a LLaMA-architecture GGUF model with random weights in the shape of a
+// real model (Llama-2-7B by default), for benchmarks where weight bandwidth dominates and the
+// values do not matter. The file loads in hotcold and in llama.cpp: llama.cpp's GGUF names and
+// metadata keys, a synthetic SentencePiece vocabulary, every matrix in one uniform type.
+//
+// Weights: approximately normal (an Irwin-Hall sum of four uniforms), mean 0, standard
+// deviation 1/sqrt(row length) for matrices, so every matmul maps unit-RMS inputs to unit-RMS
+// outputs whatever the shape; 1 for token_embd; norms are exactly 1. Logits then have a
+// standard deviation of about 1: finite and input-dependent, never degenerate.
+//
+// Deterministic: row r of tensor T is drawn from a generator seeded by (seed, T's name, r), so
+// the bytes depend on the seed only, never on the thread count. The file is streamed tensor by
+// tensor (GgufWriter::serialize_header), so memory stays at one tensor however large the model.
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "app/args.h"
+#include "app/common.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "format/gguf.h"
+#include "quant/quant.h"
+
+namespace hc {
+namespace {
+
+constexpr const char* kTool = "hc-synth-model";
+const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped space
+
+// Hyperparameters of a real model.
+struct Shape {
+  const char* name;
+  int n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
+  float rms_eps;
+};
+constexpr Shape kShapes[] = {
+    {"llama2-7b", 4096, 11008, 32, 32, 32000, 4096, 1e-5f},
+    // Small enough for tests to generate and run in well under a second; GQA (2 KV heads)
+    // and n_ff = 3 * 256 so every type, K-quants included, accepts it.
+    {"tiny", 256, 768, 4, 2, 512, 2048, 1e-5f},
+};
+
+// A uniform weight type and its llama_ftype (general.file_type; K-quants as the _S variants,
+// the ftypes llama.cpp names for "all matrices of this type").
+struct WeightType {
+  const char* flag;
+  GgmlType type;
+  uint32_t ftype;
+};
+constexpr WeightType kTypes[] = {
+    {"f32", GgmlType::F32, 0},    {"f16", GgmlType::F16, 1},    {"bf16", GgmlType::BF16, 32},
+    {"q8_0", GgmlType::Q8_0, 7},  {"q4_0", GgmlType::Q4_0, 2},  {"q4_1", GgmlType::Q4_1, 3},
+    {"q4_k", GgmlType::Q4_K, 14}, {"q5_k", GgmlType::Q5_K, 16}, {"q6_k", GgmlType::Q6_K, 18},
+};
+constexpr uint32_t kQuantizationVersion = 2;  // ggml's GGML_QNT_VERSION
+
+// Fewest tokens the vocabulary can hold: <unk> <s> </s>, 256 byte tokens and "▁".
+constexpr int kMinVocab = 3 + 256 + 1;
+
+struct Flags {
+  std::string shape = "llama2-7b";
+  std::string type = "f16";
+  std::string act = "silu";
+  std::string out;
+  int n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, n_vocab = 0;  // 0: the shape's value
+  int layers = 2;
+  int threads = 2;
+  uint64_t seed = 1;
+};
+
+// Validated flags.
+struct Config {
+  Shape shape;
+  int n_layer = 0;
+  WeightType wtype{};
+  bool relu = false;
+  uint64_t seed = 0;
+  int threads = 0;
+  std::string out;
+};
+
+// One tensor to write: name, ggml shape, type, and how its values are drawn.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> ne;  // ggml order: ne[0] is the row length
+  GgmlType type;
+  float stddev;  // 0: every value is 1 (norm weights)
+};
+
+std::string type_names() {
+  std::string s;
+  for (const WeightType& t : kTypes) s += (s.empty() ? "" : ", ") + std::string(t.flag);
+  return s;
+}
+
+// ---- validation ----------------------------------------------------------------------------
+
+Status apply_override(const char* flag, int value, int* field) {
+  if (value < 0 || value >= (1 << 24))
+    return Status::Error(std::string(flag) + ": expected a positive value below 2^24, found " +
+                         std::to_string(value));
+  if (value > 0) *field = value;
+  return Status::Ok();
+}
+
+// The weight type's block must divide every row length the file holds: n_embd (token_embd,
+// output, attn_q/k/v/output, ffn_gate/up) and n_ff (ffn_down).
+Status check_block_size(const Shape& s, const WeightType& w) {
+  const int64_t block = dtype_traits(w.type).block_size;
+  for (auto [what, n] : {std::pair{"n_embd", s.n_embd}, std::pair{"n_ff", s.n_ff}}) {
+    if (n % block != 0)
+      return Status::Error("--type " + std::string(w.flag) + " needs " + what +
+                           " to be a multiple of the " + dtype_name(w.type) + " block size " +
+                           std::to_string(block) + ", found " + what + " " + std::to_string(n));
+  }
+  return Status::Ok();
+}
+
+Status check_shape(const Shape& s) {
+  if (s.n_embd % s.n_head != 0)
+    return Status::Error("n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " +
+                         std::to_string(s.n_head));
+  const int head_dim = s.n_embd / s.n_head;
+  if (head_dim % 2 != 0 || head_dim > 512)
+    return Status::Error("head dimension n_embd / n_head = " + std::to_string(head_dim) +
+                         " (expected an even value up to 512)");
+  if (s.n_head % s.n_head_kv != 0)
+    return Status::Error("n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
+                         std::to_string(s.n_head_kv));
+  if (s.n_vocab < kMinVocab)
+    return Status::Error("n_vocab " + std::to_string(s.n_vocab) +
+                         " is too small: the vocabulary holds 3 special tokens, 256 byte tokens "
+                         "and at least one piece (expected >= " +
+                         std::to_string(kMinVocab) + ")");
+  return Status::Ok();
+}
+
+Result<Config> validate(const Flags& f) {
+  Config c;
+  const Shape* shape = nullptr;
+  for (const Shape& s : kShapes)
+    if (f.shape == s.name) shape = &s;
+  if (!shape) return Status::Error("--shape: expected llama2-7b or tiny, found '" + f.shape + "'");
+  c.shape = *shape;
+  HC_TRY(apply_override("--n-embd", f.n_embd, &c.shape.n_embd));
+  HC_TRY(apply_override("--n-ff", f.n_ff, &c.shape.n_ff));
+  HC_TRY(apply_override("--n-head", f.n_head, &c.shape.n_head));
+  HC_TRY(apply_override("--n-head-kv", f.n_head_kv, &c.shape.n_head_kv));
+  HC_TRY(apply_override("--n-vocab", f.n_vocab, &c.shape.n_vocab));
+  HC_TRY(check_shape(c.shape));
+
+  const WeightType* wtype = nullptr;
+  for (const WeightType& t : kTypes)
+    if (f.type == t.flag) wtype = &t;
+  if (!wtype)
+    return Status::Error("--type: expected one of " + type_names() + ", found '" + f.type + "'");
+  c.wtype = *wtype;
+  HC_TRY(check_block_size(c.shape, c.wtype));
+
+  if (f.act != "silu" && f.act != "relu")
+    return Status::Error("--act: expected relu or silu, found '" + f.act + "'");
+  c.relu = f.act == "relu";
+  if (f.layers < 1 || f.layers > 1024)
+    return Status::Error("--layers: expected 1..1024, found " + std::to_string(f.layers));
+  c.n_layer = f.layers;
+  if (f.threads < 1 || f.threads > 512)
+    return Status::Error("-t: expected 1..512 threads, found " + std::to_string(f.threads));
+  c.threads = f.threads;
+  if (f.out.empty()) return Status::Error("no output file given: expected -o OUT.gguf");
+  c.out = f.out;
+  c.seed = f.seed;
+  return c;
+}
+
+// ---- vocabulary ----------------------------------------------------------------------------
+
+struct SynthVocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;  // GGUF token types: 1 normal, 2 unknown, 3 control, 6 byte
+};
+
+// Filler pieces, until `tokens` holds n: "▁", single characters, "▁" + a letter, then the
+// lower-case strings of length 2, 3, ..., each length bare and then "▁"-prefixed. Every piece
+// splits into two pieces listed before it, so SentencePiece's pairwise merges can build it.
+void add_fillers(size_t n, std::vector<std::string>* tokens) {
+  const std::string letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  const std::string singles = letters + "0123456789.,;:!?'\"-()";
+  auto push = [&](std::string piece) {
+    if (tokens->size() < n) tokens->push_back(std::move(piece));
+  };
+  push(kSpace);
+  for (char ch : singles) push(std::string(1, ch));
+  for (char ch : letters) push(kSpace + ch);
+  for (size_t len = 2; tokens->size() < n; ++len) {
+    for (const std::string& prefix : {std::string(), kSpace}) {
+      for (std::string s(len, 'a'); tokens->size() < n;) {
+        push(prefix + s);
+        size_t i = len;  // odometer increment over 'a'..'z'
+        while (i > 0 && s[i - 1] == 'z') s[--i] = 'a';
+        if (i == 0) break;
+        ++s[i - 1];
+      }
+    }
+  }
+}
+
+SynthVocab make_vocab(int n_vocab) {
+  SynthVocab v;
+  v.tokens = {"<unk>", "<s>", "</s>"};
+  v.types = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof piece, "<0x%02X>", b);
+    v.tokens.push_back(piece);
+    v.types.push_back(6);
+  }
+  v.scores.assign(v.tokens.size(), 0.0f);
+  const size_t first_filler = v.tokens.size();
+  add_fillers(static_cast<size_t>(n_vocab), &v.tokens);
+  for (size_t i = first_filler; i < v.tokens.size(); ++i) {
+    v.scores.push_back(-static_cast<float>(i - first_filler));  // earlier = more frequent
+    v.types.push_back(1);
+  }
+  return v;
+}
+
+// ---- tensors and metadata ------------------------------------------------------------------
+
+// llama.cpp's names and shapes (src/model/llama_model.cpp binds the same), in the order of
+// llama.cpp's HF converter: token_embd, the blocks, output_norm, output.
+std::vector<TensorSpec> tensor_specs(const Config& c) {
+  const Shape& s = c.shape;
+  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t q_dim = s.n_head * head_dim;
+  const int64_t kv_dim = s.n_head_kv * head_dim;
+  const GgmlType w = c.wtype.type;
+  auto matrix = [&](std::string name, int64_t n_in, int64_t n_out) {
+    return TensorSpec{
+        std::move(name), {n_in, n_out}, w, 1.0f / std::sqrt(static_cast<float>(n_in))};
+  };
+  auto norm = [&](std::string name) {
+    return TensorSpec{std::move(name), {s.n_embd}, GgmlType::F32, 0.0f};
+  };
+  std::vector<TensorSpec> out;
+  out.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, w, 1.0f});  // [n_vocab, n_embd]
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    out.push_back(norm(p + "attn_norm.weight"));                       // [n_embd]
+    out.push_back(matrix(p + "attn_q.weight", s.n_embd, q_dim));       // [q_dim, n_embd]
+    out.push_back(matrix(p + "attn_k.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
+    out.push_back(matrix(p + "attn_v.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
+    out.push_back(matrix(p + "attn_output.weight", q_dim, s.n_embd));  // [n_embd, q_dim]
+    out.push_back(norm(p + "ffn_norm.weight"));                        // [n_embd]
+    out.push_back(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
+    out.push_back(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));      // [n_ff, n_embd]
+    out.push_back(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));    // [n_embd, n_ff]
+  }
+  out.push_back(norm("output_norm.weight"));                    // [n_embd]
+  out.push_back(matrix("output.weight", s.n_embd, s.n_vocab));  // [n_vocab, n_embd]
+  return out;
+}
+
+// Metadata and tensor infos (no data: the file is streamed).
+GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
+  const Shape& s = c.shape;
+  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  auto u32 = [](int v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::str("llama"));
+  w.set("general.name", GgufValue::str(std::string("synth-") + s.name));
+  w.set("general.file_type", GgufValue::u32(c.wtype.ftype));
+  w.set("general.quantization_version", GgufValue::u32(kQuantizationVersion));
+  w.set("hotcold.synth.seed", GgufValue::u64(c.seed));
+  w.set("llama.vocab_size", u32(s.n_vocab));
+  w.set("llama.context_length", u32(s.n_ctx));
+  w.set("llama.embedding_length", u32(s.n_embd));
+  w.set("llama.block_count", u32(c.n_layer));
+  w.set("llama.feed_forward_length", u32(s.n_ff));
+  w.set("llama.rope.dimension_count", GgufValue::u32(head_dim));
+  w.set("llama.attention.head_count", u32(s.n_head));
+  w.set("llama.attention.head_count_kv", u32(s.n_head_kv));
+  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
+  w.set("llama.rope.freq_base", GgufValue::f32(10000.0f));
+  // hotcold's key (model/llama_model.cpp); llama.cpp ignores it and always uses SiLU.
+  if (c.relu) w.set("llama.feed_forward_activation", GgufValue::str("relu"));
+  const SynthVocab v = make_vocab(s.n_vocab);
+  w.set("tokenizer.ggml.model", GgufValue::str("llama"));
+  w.set("tokenizer.ggml.tokens", GgufValue::str_array(v.tokens));
+  w.set("tokenizer.ggml.scores", GgufValue::f32_array(v.scores));
+  w.set("tokenizer.ggml.token_type", GgufValue::i32_array(v.types));
+  w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(0));
+  w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(true));
+  w.set("tokenizer.ggml.add_eos_token", GgufValue::boolean(false));
+  for (const TensorSpec& t : specs) w.add_tensor({t.name, t.ne, t.type, {}});
+  return w;
+}
+
+// ---- random values -------------------------------------------------------------------------
+
+// splitmix64's finaliser: a bijective 64-bit mix.
+uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001B3ull;
+  return h;
+}
+
+// n values of mean 0 and standard deviation `stddev` from the generator state `state`: each
+// is the sum of four 16-bit uniforms of one splitmix64 draw, centred and scaled (Irwin-Hall,
+// close to normal, bounded by 2*sqrt(3) standard deviations).
+void fill_row(uint64_t state, float stddev, float* out, int64_t n) {
+  const float scale = stddev * std::sqrt(3.0f) / 65536.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    state += 0x9E3779B97F4A7C15ull;
+    const uint64_t r = mix64(state);
+    const uint32_t sum = static_cast<uint32_t>((r & 0xFFFF) + ((r >> 16) & 0xFFFF) +
+                                               ((r >> 32) & 0xFFFF) + (r >> 48));
+    // sum + 2 is four (u + 0.5) uniforms on [0, 65536): mean 131072.
+    out[i] = (static_cast<float>(sum) + 2.0f - 131072.0f) * scale;
+  }
+}
+
+// ---- writing -------------------------------------------------------------------------------
+
+using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+Status write_bytes(std::FILE* f, const void* data, size_t n, const std::string& path) {
+  if (n > 0 && std::fwrite(data, 1, n, f) != n)
+    return Status::Error("write to '" + path + "' failed: " + std::strerror(errno));
+  return Status::Ok();
+}
+
+// Rows of `t` drawn and converted to t.type in parallel (each thread owns a range of rows),
+// into *buf: [rows, row_bytes] row-major.
+void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
+                     std::vector<uint8_t>* buf) {
+  const int64_t ne0 = t.ne[0];
+  const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
+  const int64_t rb = row_bytes(t.type, ne0);
+  buf->resize(static_cast<size_t>(rb * rows));
+  const uint64_t tensor_seed = mix64(seed ^ mix64(fnv1a(t.name)));
+  pool->run([&](int ith, int nth) {
+    std::vector<float> row(static_cast<size_t>(ne0), 1.0f);  // [ne0], one row in f32
+    int64_t r0 = 0, r1 = 0;
+    ThreadPool::split(rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      if (t.stddev > 0)
+        fill_row(mix64(tensor_seed + static_cast<uint64_t>(r)), t.stddev, row.data(), ne0);
+      quant::quantize_row(t.type, row.data(), buf->data() + r * rb, ne0);
+    }
+  });
+}
+
+// "4.0 KiB", "70.3 MiB", "3.59 GiB".
+std::string size_string(uint64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  char s[32];
+  if (b < 1048576.0)
+    std::snprintf(s, sizeof s, "%.1f KiB", b / 1024.0);
+  else if (b < 1073741824.0)
+    std::snprintf(s, sizeof s, "%.1f MiB", b / 1048576.0);
+  else
+    std::snprintf(s, sizeof s, "%.2f GiB", b / 1073741824.0);
+  return s;
+}
+
+uint64_t tensor_bytes(const TensorSpec& t) {
+  return static_cast<uint64_t>(row_bytes(t.type, t.ne[0]) * (t.ne.size() > 1 ? t.ne[1] : 1));
+}
+
+void announce(const Config& c, uint64_t file_bytes) {
+  const Shape& s = c.shape;
+  std::fprintf(stderr,
+               "%s: %s shape, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %s, %s, "
+               "seed %llu, %d threads -> %s (%s)\n",
+               kTool, s.name, c.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_vocab,
+               dtype_name(c.wtype.type), c.relu ? "relu" : "silu",
+               static_cast<unsigned long long>(c.seed), c.threads, c.out.c_str(),
+               size_string(file_bytes).c_str());
+}
+
+// Header, then each tensor generated, written and padded in turn.
+Status write_model(const Config& c, const std::string& path) {
+  const std::vector<TensorSpec> specs = tensor_specs(c);
+  const GgufWriter w = make_writer(c, specs);
+  HC_ASSIGN_OR_RETURN(const std::vector<uint8_t> header, w.serialize_header());
+  uint64_t total = header.size();
+  for (const TensorSpec& t : specs) total += tensor_bytes(t) + w.padding(tensor_bytes(t));
+  FilePtr f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  if (!f) return Status::Error("cannot open '" + path + "' for writing: " + std::strerror(errno));
+  announce(c, total);
+
+  HC_TRY(write_bytes(f.get(), header.data(), header.size(), path));
+  ThreadPool pool(c.threads);
+  std::vector<uint8_t> buf;
+  const std::vector<uint8_t> zeros(w.alignment, 0);
+  uint64_t written = header.size();
+  const double t0 = now_seconds();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const TensorSpec& t = specs[i];
+    generate_tensor(t, c.seed, &pool, &buf);
+    HC_TRY(write_bytes(f.get(), buf.data(), buf.size(), path));
+    HC_TRY(write_bytes(f.get(), zeros.data(), w.padding(buf.size()), path));
+    written += buf.size() + w.padding(buf.size());
+    std::fprintf(stderr, "[%3zu/%zu] %-24s %-16s %-4s %10s  %5.1f%%  %6.1f s\n", i + 1,
+                 specs.size(), t.name.c_str(), shape_string(t.ne).c_str(), dtype_name(t.type),
+                 size_string(buf.size()).c_str(), 100.0 * static_cast<double>(written) / total,
+                 now_seconds() - t0);
+  }
+  if (std::fclose(f.release()) != 0)
+    return Status::Error("write to '" + path + "' failed: " + std::strerror(errno));
+  if (written != total)
+    return Status::Error("internal: wrote " + std::to_string(written) + " bytes, expected " +
+                         std::to_string(total));
+  std::fprintf(stderr, "%s: wrote %s (%s) in %.1f s\n", kTool, c.out.c_str(),
+               size_string(total).c_str(), now_seconds() - t0);
+  return Status::Ok();
+}
+
+// ---- command line --------------------------------------------------------------------------
+
+// ArgParser names every command "hotcold <command>"; this tool is its own binary.
+std::string tool_text(std::string s) {
+  const std::string from = std::string("hotcold ") + kTool;
+  for (size_t pos; (pos = s.find(from)) != std::string::npos;) s.replace(pos, from.size(), kTool);
+  return s;
+}
+
+int error(const std::string& message, int exit_code) {
+  std::fprintf(stderr, "%s: error: %s\n", kTool, tool_text(message).c_str());
+  return exit_code;
+}
+
+int run(const std::vector<std::string>& args) {
+  Flags f;
+  ArgParser p(kTool,
+              "Writes a LLaMA GGUF model with random weights of a real model's shape, loadable\n"
+              "by hotcold and llama.cpp, for benchmarks. Shapes:\n"
+              "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
+              "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
+  p.add_string("--shape", &f.shape, "model shape: llama2-7b or tiny");
+  p.add_int("--n-embd", &f.n_embd, "override the shape's n_embd; 0 = keep");
+  p.add_int("--n-ff", &f.n_ff, "override the shape's n_ff; 0 = keep");
+  p.add_int("--n-head", &f.n_head, "override the shape's n_head; 0 = keep");
+  p.add_int("--n-head-kv", &f.n_head_kv, "override the shape's n_head_kv; 0 = keep");
+  p.add_int("--n-vocab", &f.n_vocab, "override the shape's n_vocab; 0 = keep");
+  p.add_int("--layers", &f.layers, "number of layers");
+  p.add_string("--type", &f.type, "weight type: " + type_names());
+  p.add_string("--act", &f.act, "FFN activation: silu or relu (relu: hotcold only)");
+  p.add_u64("--seed", &f.seed, "random seed");
+  p.add_int("-t,--threads", &f.threads, "threads");
+  p.add_string("-o,--output", &f.out, "output GGUF file (required)");
+  const Status st = p.parse(args);
+  if (p.help_requested()) {
+    std::fputs(tool_text(p.usage()).c_str(), stdout);
+    return 0;
+  }
+  if (!st.ok()) return error(st.message(), 2);
+  Result<Config> c = validate(f);
+  if (!c.ok()) return error(c.message(), 2);
+  const Status written = write_then_rename(
+      c->out, [&](const std::string& tmp_path) { return write_model(*c, tmp_path); });
+  return written.ok() ? 0 : error(written.message(), 1);
+}
+
+}  // namespace
+}  // namespace hc
+
+int main(int argc, char** argv) {
+  try {
+    return hc::run(std::vector<std::string>(argv + (argc > 0 ? 1 : 0), argv + argc));
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory\n", hc::kTool);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", hc::kTool, e.what());
+  }
+  return 1;
+}
