@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/status.h"
+#include "ops/cpu/gemm.h"
 #include "quant/quant.h"
 
 namespace hc::ops {
@@ -63,6 +64,10 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
   HC_CHECK(in.ne0() == w.ne0);
   const GgmlType vt = quant::vec_dot_type(w.type);
   const uint8_t* xq = in.quantized(vt, pool);
+  if (in.n_tok() >= kGemmMinTokens && gemm_available(w.type)) {
+    gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
+    return;
+  }
   const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row
   const int64_t ne0 = w.ne0, ne1 = w.ne1, n_tok = in.n_tok();
   const int64_t xrb = row_bytes(vt, ne0);

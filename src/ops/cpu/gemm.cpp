@@ -1,0 +1,451 @@
+#include "ops/cpu/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/status.h"
+#include "ops/cpu/gemm_kernels.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace hc::ops {
+
+using namespace gemm_detail;
+using quant::QK_K;
+
+namespace {
+
+inline uint32_t load32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline float f16(fp16_t h) { return fp16_to_fp32(h); }
+
+bool is_float_type(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+}
+
+IntFormat int_format(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return {32, false, 128};
+    case GgmlType::Q4_0: return {32, false, 8};
+    case GgmlType::Q4_1: return {32, true, 0};
+    case GgmlType::Q4_K: return {32, true, 0};
+    case GgmlType::Q5_K: return {32, true, 0};
+    case GgmlType::Q6_K: return {16, false, 32};
+    default: HC_CHECK(false && "not an integer GEMM type"); return {};
+  }
+}
+
+// ---- Packing integer weights: rows r0 .. r0 + nrows - 1 into one 16-lane panel.
+
+struct PanelWriter {
+  uint8_t* panel;
+  int64_t stride;
+  int sb;
+  void q4(int64_t s, int i, int lane, uint32_t v) const {
+    std::memcpy(panel + s * stride + (i * kLanes + lane) * 4, &v, 4);
+  }
+  void dm(int64_t s, int lane, float d, float m) const {
+    float* p = reinterpret_cast<float*>(panel + s * stride + sb * kLanes);
+    p[lane] = d;
+    p[kLanes + lane] = m;  // lands in m[] for min formats; overwritten-safe slot otherwise
+  }
+  void d_only(int64_t s, int lane, float d) const {
+    reinterpret_cast<float*>(panel + s * stride + sb * kLanes)[lane] = d;
+  }
+};
+
+constexpr uint32_t kLo = 0x0F0F0F0Fu;
+
+void pack_row(GgmlType t, const uint8_t* row, int64_t k, const PanelWriter& pw, int lane) {
+  using namespace quant;
+  switch (t) {
+    case GgmlType::Q8_0: {
+      const auto* b = reinterpret_cast<const block_q8_0*>(row);
+      for (int64_t s = 0; s < k / 32; ++s) {
+        for (int i = 0; i < 8; ++i) pw.q4(s, i, lane, load32(b[s].qs + 4 * i) ^ 0x80808080u);
+        pw.d_only(s, lane, f16(b[s].d));
+      }
+      return;
+    }
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1: {
+      const bool q41 = t == GgmlType::Q4_1;
+      const int64_t bs = q41 ? sizeof(block_q4_1) : sizeof(block_q4_0);
+      for (int64_t s = 0; s < k / 32; ++s) {
+        const uint8_t* blk = row + s * bs;
+        fp16_t d, m = 0;
+        std::memcpy(&d, blk, 2);
+        if (q41) std::memcpy(&m, blk + 2, 2);
+        const uint8_t* qs = blk + (q41 ? 4 : 2);
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t v = load32(qs + 4 * i);
+          pw.q4(s, i, lane, v & kLo);
+          pw.q4(s, i + 4, lane, (v >> 4) & kLo);
+        }
+        if (q41) pw.dm(s, lane, f16(d), f16(m));
+        else pw.d_only(s, lane, f16(d));
+      }
+      return;
+    }
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: {
+      const bool q5 = t == GgmlType::Q5_K;
+      for (int64_t b = 0; b < k / QK_K; ++b) {
+        const uint8_t *scales, *qs, *qh = nullptr;
+        float d, dmin;
+        if (q5) {
+          const auto& x = reinterpret_cast<const block_q5_K*>(row)[b];
+          d = f16(x.d), dmin = f16(x.dmin), scales = x.scales, qs = x.qs, qh = x.qh;
+        } else {
+          const auto& x = reinterpret_cast<const block_q4_K*>(row)[b];
+          d = f16(x.d), dmin = f16(x.dmin), scales = x.scales, qs = x.qs;
+        }
+        for (int j = 0; j < 8; ++j) {
+          uint8_t sc, mn;
+          get_scale_min_k4(j, scales, &sc, &mn);
+          const int64_t s = 8 * b + j;
+          pw.dm(s, lane, d * sc, -(dmin * mn));
+          const uint8_t* src = qs + 32 * (j / 2);
+          for (int i = 0; i < 8; ++i) {
+            const uint32_t v = load32(src + 4 * i);
+            uint32_t u = j % 2 == 0 ? v & kLo : (v >> 4) & kLo;
+            if (q5) u |= ((load32(qh + 4 * i) >> j) & 0x01010101u) << 4;
+            pw.q4(s, i, lane, u);
+          }
+        }
+      }
+      return;
+    }
+    case GgmlType::Q6_K: {
+      const auto* blocks = reinterpret_cast<const block_q6_K*>(row);
+      for (int64_t b = 0; b < k / QK_K; ++b) {
+        const block_q6_K& x = blocks[b];
+        const float d = f16(x.d);
+        for (int sub = 0; sub < 16; ++sub) {
+          const int64_t s = 16 * b + sub;
+          const int h = sub / 8, kk = (sub % 8) / 2, lh = sub % 2;
+          pw.d_only(s, lane, d * x.scales[sub]);
+          const uint8_t* ql = x.ql + 64 * h + (kk % 2) * 32 + 16 * lh;
+          const uint8_t* qh = x.qh + 32 * h + 16 * lh;
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t l = load32(ql + 4 * i);
+            const uint32_t nib = kk < 2 ? l & kLo : (l >> 4) & kLo;
+            const uint32_t hb = (load32(qh + 4 * i) >> (2 * kk)) & 0x03030303u;
+            pw.q4(s, i, lane, nib | (hb << 4));
+          }
+        }
+      }
+      return;
+    }
+    default: HC_CHECK(false && "unsupported integer GEMM type");
+  }
+}
+
+void pack_int_panel(const TensorView& w, const IntFormat& f, int64_t r0, int nrows,
+                    uint8_t* panel) {
+  const int64_t ns = w.ne0 / f.sb;
+  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(ns * f.sub_stride()));
+  const PanelWriter pw{panel, f.sub_stride(), f.sb};
+  for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
+}
+
+// ---- Activations for the integer path: ggml's quantised rows -> q / dx / corr arrays.
+
+struct ActBuffers {
+  std::vector<int8_t> q;
+  std::vector<float> dx;
+  std::vector<uint32_t> corr;  // int32 or float bits
+  std::vector<float> xf;       // float path: widened F16 / BF16 activations
+};
+
+void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64_t k, int8_t* q,
+                      float* dx, uint32_t* corr) {
+  using namespace quant;
+  auto put_corr = [&](int64_t s, float d, int32_t sum) {
+    if (f.has_min) {
+      const float v = d * static_cast<float>(sum);
+      std::memcpy(&corr[s], &v, 4);
+    } else {
+      const int32_t v = f.offset * sum;
+      std::memcpy(&corr[s], &v, 4);
+    }
+  };
+  if (vt == GgmlType::Q8_0 || vt == GgmlType::Q8_1) {
+    const bool q81 = vt == GgmlType::Q8_1;
+    const int64_t bs = q81 ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    for (int64_t s = 0; s < k / 32; ++s) {
+      const uint8_t* blk = src + s * bs;
+      fp16_t d;
+      std::memcpy(&d, blk, 2);
+      const int8_t* qs = reinterpret_cast<const int8_t*>(blk + (q81 ? 4 : 2));
+      std::memcpy(q + 32 * s, qs, 32);
+      dx[s] = f16(d);
+      if (q81) {
+        fp16_t sm;  // ggml's min term uses the stored fp16 s = d * sum(qs)
+        std::memcpy(&sm, blk + 2, 2);
+        const float v = f16(sm);
+        std::memcpy(&corr[s], &v, 4);
+      } else {
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) sum += qs[i];
+        put_corr(s, dx[s], sum);
+      }
+    }
+    return;
+  }
+  HC_CHECK(vt == GgmlType::Q8_K);
+  const auto* blocks = reinterpret_cast<const block_q8_K*>(src);
+  const int per = QK_K / f.sb;
+  for (int64_t b = 0; b < k / QK_K; ++b) {
+    const block_q8_K& y = blocks[b];
+    std::memcpy(q + QK_K * b, y.qs, QK_K);
+    for (int j = 0; j < per; ++j) {
+      const int64_t s = per * b + j;
+      dx[s] = y.d;
+      const int32_t sum = f.sb == 32 ? y.bsums[2 * j] + y.bsums[2 * j + 1] : y.bsums[j];
+      put_corr(s, y.d, sum);
+    }
+  }
+}
+
+// ---- Packing float weights: rows r0 .. r0 + nrows - 1, columns k0 .. k0 + kc - 1.
+
+void pack_float_panel(const TensorView& w, int64_t r0, int nrows, int64_t k0, int64_t kc,
+                      float* panel, float* tmp) {
+  if (nrows < kLanes) std::fill(panel, panel + kc * kLanes, 0.0f);
+  const int64_t es = dtype_traits(w.type).type_size;
+  for (int r = 0; r < nrows; ++r) {
+    quant::dequantize_row(w.type, w.row(r0 + r) + k0 * es, tmp, kc);
+    for (int64_t k = 0; k < kc; ++k) panel[k * kLanes + r] = tmp[k];
+  }
+}
+
+// ---- Scalar twins of the micro-kernels (same operations, same order as gemm_avx512.cpp).
+
+template <int SB, bool kMin>
+void int_kernel_scalar(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y,
+                       int64_t ldy, int nrows) {
+  const IntFormat f{SB, kMin, 0};
+  const int64_t stride = f.sub_stride();
+  for (int c = 0; c < nt; ++c) {
+    const int64_t t = t0 + c;
+    const int8_t* xq = a.q + t * a.k;
+    for (int r = 0; r < nrows; ++r) {
+      float acc = 0.0f;
+      for (int64_t s = 0; s < a.ns; ++s) {
+        const uint8_t* p = panel + s * stride;
+        int32_t isum = 0;
+        for (int i = 0; i < SB / 4; ++i)
+          for (int j = 0; j < 4; ++j)
+            isum += static_cast<int32_t>(p[(i * kLanes + r) * 4 + j]) * xq[s * SB + 4 * i + j];
+        const float* dm = reinterpret_cast<const float*>(p + SB * kLanes);
+        const float dx = a.dx[t * a.ns + s];
+        if constexpr (kMin) {
+          const float corr = static_cast<const float*>(a.corr)[t * a.ns + s];
+          const float v = static_cast<float>(isum) * dx;
+          acc = std::fma(dm[r], v, acc);
+          acc = std::fma(dm[kLanes + r], corr, acc);
+        } else {
+          const int32_t corr = static_cast<const int32_t*>(a.corr)[t * a.ns + s];
+          const float v = static_cast<float>(isum - corr) * dx;
+          acc = std::fma(dm[r], v, acc);
+        }
+      }
+      y[t * ldy + r] = acc;
+    }
+  }
+}
+
+void float_kernel_scalar(const float* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
+                         int64_t t0, int nt, float* y, int64_t ldy, int nrows, bool accumulate) {
+  for (int c = 0; c < nt; ++c) {
+    const float* xr = x + (t0 + c) * ldx + k0;
+    float* yr = y + (t0 + c) * ldy;
+    for (int r = 0; r < nrows; ++r) {
+      float acc = accumulate ? yr[r] : 0.0f;
+      for (int64_t k = 0; k < kc; ++k) acc = std::fma(panel[k * kLanes + r], xr[k], acc);
+      yr[r] = acc;
+    }
+  }
+}
+
+Kernels make_scalar() {
+  Kernels k;
+  k.int_kernel[0][0] = int_kernel_scalar<32, false>;
+  k.int_kernel[0][1] = int_kernel_scalar<32, true>;
+  k.int_kernel[1][0] = int_kernel_scalar<16, false>;
+  k.int_kernel[1][1] = int_kernel_scalar<16, true>;
+  k.float_kernel = float_kernel_scalar;
+  return k;
+}
+
+// Groups of 16 rows a thread packs together and runs each token tile against (the panels of a
+// block stay in L2 while the tile's activations stay in L1).
+constexpr int64_t kGroupsPerBlock = 4;
+
+thread_local std::vector<uint8_t> tl_panel;  // per pool thread, grown once
+thread_local std::vector<float> tl_tmp;
+thread_local ActBuffers tl_act;              // per calling thread
+
+void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, ThreadPool& pool,
+             const Kernels& kern) {
+  const IntFormat f = int_format(w.type);
+  const GgmlType vt = quant::vec_dot_type(w.type);
+  const int64_t k = w.ne0, ns = k / f.sb, ne1 = w.ne1;
+  const int64_t xrb = row_bytes(vt, k);
+  ActBuffers& ab = tl_act;
+  if (static_cast<int64_t>(ab.q.size()) < n_tok * k) ab.q.resize(n_tok * k);
+  if (static_cast<int64_t>(ab.dx.size()) < n_tok * ns) {
+    ab.dx.resize(n_tok * ns);
+    ab.corr.resize(n_tok * ns);
+  }
+  int8_t* q = ab.q.data();
+  float* dx = ab.dx.data();
+  uint32_t* corr = ab.corr.data();
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_tok, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; ++t)
+      pack_int_act_row(vt, f, xq + t * xrb, k, q + t * k, dx + t * ns, corr + t * ns);
+  });
+  const IntAct act{q, dx, corr, k, ns};
+  const IntKernelFn kernel = kern.int_kernel[f.sb == 16][f.has_min];
+  const int64_t panel_bytes = ns * f.sub_stride();
+  const int64_t n_groups = (ne1 + kLanes - 1) / kLanes;
+  pool.run([&](int ith, int nth) {
+    int64_t gb, ge;
+    ThreadPool::split(n_groups, ith, nth, &gb, &ge);
+    if (static_cast<int64_t>(tl_panel.size()) < kGroupsPerBlock * panel_bytes + 64)
+      tl_panel.resize(kGroupsPerBlock * panel_bytes + 64);
+    uint8_t* panels = tl_panel.data();
+    for (int64_t g0 = gb; g0 < ge; g0 += kGroupsPerBlock) {
+      const int64_t g1 = std::min(ge, g0 + kGroupsPerBlock);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
+        pack_int_panel(w, f, g * kLanes, nrows, panels + (g - g0) * panel_bytes);
+      }
+      for (int64_t t0 = 0; t0 < n_tok; t0 += kIntTokTile) {
+        const int nt = static_cast<int>(std::min<int64_t>(kIntTokTile, n_tok - t0));
+        for (int64_t g = g0; g < g1; ++g) {
+          const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
+          kernel(panels + (g - g0) * panel_bytes, act, t0, nt, y + g * kLanes, ne1, nrows);
+        }
+      }
+    }
+  });
+}
+
+// Row groups [gb, ge) of a float-weight GEMM on the calling thread: y[t * ldy + r] =
+// sum_k W[r, k] * x[t * ldx + k].
+void float_groups(const TensorView& w, const float* x, int64_t ldx, int64_t n_tok, float* y,
+                  int64_t ldy, int64_t gb, int64_t ge, const Kernels& kern) {
+  const int64_t k = w.ne0, ne1 = w.ne1;
+  const int64_t panel_floats = kFloatKc * kLanes;
+  const size_t need = static_cast<size_t>(kGroupsPerBlock * panel_floats) * sizeof(float);
+  if (tl_panel.size() < need + 64) tl_panel.resize(need + 64);
+  if (tl_tmp.size() < static_cast<size_t>(kFloatKc)) tl_tmp.resize(kFloatKc);
+  float* panels = reinterpret_cast<float*>(tl_panel.data());
+  for (int64_t g0 = gb; g0 < ge; g0 += kGroupsPerBlock) {
+    const int64_t g1 = std::min(ge, g0 + kGroupsPerBlock);
+    for (int64_t k0 = 0; k0 < k; k0 += kFloatKc) {
+      const int64_t kc = std::min<int64_t>(kFloatKc, k - k0);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
+        pack_float_panel(w, g * kLanes, nrows, k0, kc, panels + (g - g0) * panel_floats,
+                         tl_tmp.data());
+      }
+      for (int64_t t0 = 0; t0 < n_tok; t0 += kFloatTokTile) {
+        const int nt = static_cast<int>(std::min<int64_t>(kFloatTokTile, n_tok - t0));
+        for (int64_t g = g0; g < g1; ++g) {
+          const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
+          kern.float_kernel(panels + (g - g0) * panel_floats, x, ldx, k0, kc, t0, nt,
+                            y + g * kLanes, ldy, nrows, k0 > 0);
+        }
+      }
+    }
+  }
+}
+
+void run_float(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, ThreadPool& pool,
+               const Kernels& kern) {
+  const int64_t k = w.ne0, ne1 = w.ne1;
+  const float* x = reinterpret_cast<const float*>(xq);
+  if (w.type != GgmlType::F32) {  // widen the F16 / BF16 activations once
+    ActBuffers& ab = tl_act;
+    if (static_cast<int64_t>(ab.xf.size()) < n_tok * k) ab.xf.resize(n_tok * k);
+    float* xf = ab.xf.data();
+    const GgmlType vt = quant::vec_dot_type(w.type);
+    const int64_t xrb = row_bytes(vt, k);
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(n_tok, ith, nth, &b, &e);
+      for (int64_t t = b; t < e; ++t) quant::dequantize_row(vt, xq + t * xrb, xf + t * k, k);
+    });
+    x = xf;
+  }
+  const int64_t n_groups = (ne1 + kLanes - 1) / kLanes;
+  pool.run([&](int ith, int nth) {
+    int64_t gb, ge;
+    ThreadPool::split(n_groups, ith, nth, &gb, &ge);
+    float_groups(w, x, k, n_tok, y, ne1, gb, ge, kern);
+  });
+}
+
+void run(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, ThreadPool& pool,
+         const Kernels& kern) {
+  if (is_float_type(w.type)) run_float(w, xq, n_tok, y, pool, kern);
+  else run_int(w, xq, n_tok, y, pool, kern);
+}
+
+}  // namespace
+
+namespace gemm_detail {
+const Kernels& scalar_kernels() {
+  static const Kernels k = make_scalar();
+  return k;
+}
+}  // namespace gemm_detail
+
+bool gemm_supports(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool gemm_available(GgmlType t) {
+  // The AVX-512 kernels need F, BW, VL and VNNI: exactly what the quant layer's AVX-512 table
+  // requires, and it honours HOTCOLD_ISA.
+  static const bool avx512 = std::strcmp(quant::isa_name(), "avx512") == 0;
+  return avx512 && gemm_supports(t);
+}
+
+void gemm(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, ThreadPool& pool) {
+  HC_CHECK(gemm_available(w.type));
+  run(w, xq, n_tok, y, pool, avx512_kernels());
+}
+
+void gemm_f32_act(const TensorView& w, const float* x, int64_t ldx, int64_t n_tok, float* y,
+                  int64_t ldy, bool simd) {
+  HC_CHECK(is_float_type(w.type));
+  const Kernels& kern = simd ? avx512_kernels() : scalar_kernels();
+  HC_CHECK(!simd || gemm_available(w.type));
+  float_groups(w, x, ldx, n_tok, y, ldy, 0, (w.ne1 + kLanes - 1) / kLanes, kern);
+}
+
+void gemm_ref(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y) {
+  HC_CHECK(gemm_supports(w.type));
+  ThreadPool single(1);
+  run(w, xq, n_tok, y, single, scalar_kernels());
+}
+
+}  // namespace hc::ops

@@ -1,0 +1,66 @@
+// Internal to the packed GEMM (gemm.cpp, gemm_avx512.cpp and their tests): the packed layouts
+// and the micro-kernel signatures.
+//
+// Integer weights, one panel per group of kLanes = 16 rows: for each sub-block s of `sb`
+// elements (32, or 16 for Q6_K), in this order:
+//   uint8 q[sb / 4][16][4]  the row's quants as unsigned bytes, 4 consecutive k per lane
+//   float d[16]             the row's scale for this sub-block
+//   float m[16]             (min formats only) the row's additive min for this sub-block
+// so that w[r, k] = d[r] * (q - offset) for offset formats and d[r] * q + m[r] for min formats.
+// Activations, one row per token: int8 q[K] (ggml's quantised activations, copied out of their
+// blocks), float dx[ns] (the sub-block's activation scale) and corr[ns]: for offset formats the
+// int32 offset * sum(q over the sub-block), for min formats the float dx * sum(q).
+// Per output (lane r, token c) the kernels compute, sub-block by sub-block in order:
+//   isum = sum of q_w * q_x (exact, int32)
+//   offset: acc = fma(d[r], float(isum - corr) * dx, acc)
+//   min:    acc = fma(d[r], float(isum) * dx, acc); acc = fma(m[r], corr, acc)
+//
+// Float weights (F32 / F16 / BF16), one panel per group of 16 rows and chunk of kc columns:
+// float w[kc][16]; activations float x[n_tok][K] (F16 / BF16 activations widened); per output
+// acc = fma(w, x, acc) for k in order, the accumulator carried across chunks through y.
+#pragma once
+#include <cstdint>
+
+namespace hc::ops::gemm_detail {
+
+constexpr int kLanes = 16;
+constexpr int kIntTokTile = 8;     // tokens per integer micro-kernel call
+constexpr int kFloatTokTile = 12;  // tokens per float micro-kernel call
+constexpr int kFloatKc = 512;      // columns per float panel chunk
+
+struct IntFormat {
+  int sb = 32;        // sub-block length
+  bool has_min = false;
+  int offset = 0;     // offset formats: the value subtracted from each unsigned quant
+  int64_t sub_stride() const { return sb * kLanes + 64 * (has_min ? 2 : 1); }
+};
+
+struct IntAct {
+  const int8_t* q = nullptr;  // [n_tok][k]
+  const float* dx = nullptr;  // [n_tok][ns]
+  const void* corr = nullptr; // [n_tok][ns], int32 (offset formats) or float (min formats)
+  int64_t k = 0, ns = 0;
+};
+
+// Integer micro-kernel: tokens t0 .. t0 + nt - 1 (nt <= kIntTokTile) against one panel; writes
+// y[t * ldy + r] for rows r < nrows of the group.
+using IntKernelFn = void (*)(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y,
+                             int64_t ldy, int nrows);
+// Float micro-kernel: tokens t0 .. t0 + nt - 1 (nt <= kFloatTokTile), columns k0 .. k0 + kc - 1.
+// accumulate: start from y (later chunks) instead of 0.
+using FloatKernelFn = void (*)(const float* panel, const float* x, int64_t ldx, int64_t k0,
+                               int64_t kc, int64_t t0, int nt, float* y, int64_t ldy, int nrows,
+                               bool accumulate);
+
+struct Kernels {
+  // [sb == 16][has_min]
+  IntKernelFn int_kernel[2][2] = {};
+  FloatKernelFn float_kernel = nullptr;
+};
+
+// The AVX-512 (F, BW, VL, VNNI) kernels; defined in gemm_avx512.cpp. Call only on such a CPU.
+const Kernels& avx512_kernels();
+// Their scalar twins; defined in gemm.cpp.
+const Kernels& scalar_kernels();
+
+}  // namespace hc::ops::gemm_detail

@@ -1,0 +1,133 @@
+// Packed GEMM: the SIMD kernels equal their scalar twins bit for bit, and both agree with the
+// per-row reference matmul (same quantised activations; only float summation order differs),
+// over every weight type, row tails (ne1 % 16), token tails (n_tok % tile), misaligned weight
+// and activation buffers, and 1-3 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/matmul.h"
+#include "quant/quant.h"
+
+namespace hc {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
+                           GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+struct Case {
+  GgmlType t;
+  int64_t rows, cols, n_tok;
+};
+
+// Weights (offset by `mis` bytes from an allocation, so only natural alignment holds) and the
+// quantised activation rows matmul would use.
+struct Fixture {
+  std::vector<uint8_t> wbuf, xbuf;
+  TensorView w;
+  const uint8_t* xq = nullptr;
+  std::vector<float> xf;
+
+  Fixture(const Case& c, int mis, uint32_t seed) {
+    const int64_t rb = row_bytes(c.t, c.cols);
+    wbuf.resize(rb * c.rows + 64);
+    uint8_t* wd = wbuf.data() + mis;
+    auto wf = randn(c.rows * c.cols, seed);
+    // Some rows much larger than others, and one all-zero row: scales differ per lane.
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t k = 0; k < c.cols; ++k) wf[r * c.cols + k] *= (r % 5 == 3) ? 8.0f : (r == 1 ? 0.0f : 1.0f);
+    for (int64_t r = 0; r < c.rows; ++r) quant::quantize_row(c.t, wf.data() + r * c.cols, wd + r * rb, c.cols);
+    w = TensorView::make(c.t, wd, c.cols, c.rows);
+    xf = randn(c.n_tok * c.cols, seed + 1);
+    const GgmlType vt = quant::vec_dot_type(c.t);
+    const int64_t xrb = row_bytes(vt, c.cols);
+    xbuf.resize(xrb * c.n_tok + 64);
+    uint8_t* xd = xbuf.data() + (vt == GgmlType::F32 ? 0 : mis);
+    for (int64_t t = 0; t < c.n_tok; ++t)
+      quant::quantize_activations(vt, xf.data() + t * c.cols, xd + t * xrb, c.cols);
+    xq = vt == GgmlType::F32 ? reinterpret_cast<const uint8_t*>(xf.data()) : xd;
+  }
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (GgmlType t : kTypes)
+    for (int64_t rows : {1, 16, 21, 70})
+      for (int64_t n_tok : {1, 8, 13, 29})
+        out.push_back({t, rows, t == GgmlType::F32 ? 1056 : 768, n_tok});  // 1056: two float chunks + tail
+  return out;
+}
+
+// |y - ref| bound: the summation-order error of a dot of length n with terms |w x|.
+float tol(const TensorView& w, const std::vector<float>& y_ref, int64_t i) {
+  return 1e-4f * std::sqrt(static_cast<float>(w.ne0)) * (1.0f + std::fabs(y_ref[i]));
+}
+
+TEST(Gemm, ScalarTwinAgreesWithPerRowReference) {
+  for (const Case& c : cases()) {
+    Fixture f(c, 2, 11);
+    std::vector<float> y(c.n_tok * c.rows), yr(c.n_tok * c.rows);
+    ops::gemm_ref(f.w, f.xq, c.n_tok, y.data());
+    ops::matmul_ref(f.w, f.xf.data(), c.n_tok, yr.data());
+    for (int64_t i = 0; i < c.n_tok * c.rows; ++i)
+      ASSERT_NEAR(y[i], yr[i], tol(f.w, yr, i))
+          << dtype_name(c.t) << " rows " << c.rows << " n_tok " << c.n_tok << " at " << i;
+  }
+}
+
+TEST(Gemm, SimdKernelsBitIdenticalToScalarTwin) {
+  if (!ops::gemm_available(GgmlType::Q8_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  for (const Case& c : cases()) {
+    for (int mis : {0, 2}) {
+      Fixture f(c, mis, 21);
+      std::vector<float> yr(c.n_tok * c.rows);
+      ops::gemm_ref(f.w, f.xq, c.n_tok, yr.data());
+      for (int nth : {1, 2, 3}) {
+        ThreadPool pool(nth);
+        std::vector<float> y(c.n_tok * c.rows, NAN);
+        ops::gemm(f.w, f.xq, c.n_tok, y.data(), pool);
+        ASSERT_EQ(0, std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)))
+            << dtype_name(c.t) << " rows " << c.rows << " n_tok " << c.n_tok << " threads " << nth
+            << " misaligned " << mis;
+      }
+    }
+  }
+}
+
+// matmul() takes the GEMM from kGemmMinTokens on: its output for a batch equals gemm()'s, and a
+// 7-token batch (per-row path) still matches the reference.
+TEST(Gemm, MatmulRoutesBatchesThroughGemm) {
+  if (!ops::gemm_available(GgmlType::Q4_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::F16}) {
+    for (int64_t n_tok : {ops::kGemmMinTokens - 1, ops::kGemmMinTokens, int64_t{40}}) {
+      Fixture f({t, 33, 512, n_tok}, 0, 5);
+      std::vector<float> a(n_tok * 33), b(n_tok * 33), r(n_tok * 33);
+      ops::MatmulInput in;
+      ops::matmul(f.w, f.xf.data(), n_tok, a.data(), pool, in);
+      ops::matmul_ref(f.w, f.xf.data(), n_tok, r.data());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], r[i], tol(f.w, r, i));
+      if (n_tok >= ops::kGemmMinTokens) {
+        ops::gemm(f.w, f.xq, n_tok, b.data(), pool);
+        EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hc
