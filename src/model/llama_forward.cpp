@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "ops/cpu/attention.h"
+#include "ops/cpu/gemm.h"
+#include "quant/quant.h"
 #include "ops/cpu/ops.h"
 
 namespace hc {
@@ -48,14 +50,22 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
     const float* cs = s.rope.data() + t * hp.n_rot;
     for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
     for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k.data() + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
-    fp16_t* kc = cache.k_at(il, pos0 + t);
-    for (int64_t d = 0; d < kv_dim; ++d) {
-      kc[d] = fp32_to_fp16(s.k[t * kv_dim + d]);
-      cache.v_row(il, d)[pos0 + t] = fp32_to_fp16(s.v[t * kv_dim + d]);
-    }
+    // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).
+    quant::quantize_row(GgmlType::F16, s.k.data() + t * kv_dim, cache.k_at(il, pos0 + t), kv_dim);
+    fp16_t* vh = s.v16.data();
+    quant::quantize_row(GgmlType::F16, s.v.data() + t * kv_dim, vh, kv_dim);
+    for (int64_t d = 0; d < kv_dim; ++d) cache.v_row(il, d)[pos0 + t] = vh[d];
   }
   const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  if (n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
+    // Prompt batches: blocked score / value GEMMs instead of one dot per (token, head, key).
+    ops::attention_batch(s.q.data(), cache.k_at(il, 0), cache.v_row(il, 0), pos0, n_tok, shape,
+                         scale, s.att.data(), pool, s.att_blk);
+    ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.in);
+    ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+    return;
+  }
   // llama.cpp attends over a cache view padded to 256 positions and picks its f16 matmul
   // kernels by the batch size; both change the rounding, so mirror them.
   const int64_t n_kv_pad = ops::attention_kv_pad(pos0 + n_tok);
@@ -116,6 +126,7 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
   ensure(s.gate, n_tok * hp.n_ff);
   ensure(s.up, n_tok * hp.n_ff);
   ensure(s.rope, n_tok * hp.n_rot);
+  if (s.v16.size() < static_cast<size_t>(cache.kv_dim)) s.v16.resize(cache.kv_dim);
   ensure(s.att_tmp, static_cast<size_t>(pool.size()) * 2 * ops::attention_kv_pad(pos0 + n_tok));
 
   for (int64_t t = 0; t < n_tok; ++t) {

@@ -24,6 +24,8 @@ struct ForwardScratch {
   std::vector<float> gate;      // [n_tok, n_ff]
   std::vector<float> up;        // [n_tok, n_ff]
   std::vector<float> rope;      // [n_tok, n_rot] cos/sin pairs per position
+  std::vector<float> att_blk;   // attention_batch scratch (prompt batches)
+  std::vector<fp16_t> v16;      // [kv_dim] one token's V in fp16 before the transposed store
   std::vector<float> att_tmp;   // [n_threads, n_ctx] attention scores per thread
   ops::MatmulInput in;          // current matmul input, quantised once per dot type
 };

@@ -73,6 +73,35 @@ float vec_dot_bf16(int64_t n, const void* w, const void* a) {
       });
 }
 
+// ---- Float conversions (weights dequantised into GEMM panels, F16 activations). F16C
+// converts with round-to-nearest-even, exactly as the scalar references do.
+
+void dequantize_f16(const void* src, float* dst, int64_t n) {
+  const fp16_t* p = static_cast<const fp16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(loadu128(p + i)));
+  for (; i < n; ++i) dst[i] = f16(p[i]);
+}
+
+void quantize_f16(const float* src, void* dst, int64_t n) {
+  fp16_t* p = static_cast<fp16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) p[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+void dequantize_bf16(const void* src, float* dst, int64_t n) {
+  const bf16_t* p = static_cast<const bf16_t*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, bf16x8(p + i));
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(p[i]) << 16;
+    __builtin_memcpy(dst + i, &bits, 4);
+  }
+}
+
 // ---- K-quants against Q8_K.
 
 // Q4_K / Q5_K 6-bit scales and mins (12 packed bytes) -> 16 x int16: sc[0..7], m[0..7].
@@ -206,6 +235,10 @@ constexpr IsaKernels make_table() {
   k.types[type_slot(GgmlType::F32)].vec_dot = vec_dot_f32;
   k.types[type_slot(GgmlType::F16)].vec_dot = vec_dot_f16;
   k.types[type_slot(GgmlType::BF16)].vec_dot = vec_dot_bf16;
+  k.types[type_slot(GgmlType::F16)].dequantize = dequantize_f16;
+  k.types[type_slot(GgmlType::F16)].quantize = quantize_f16;
+  k.types[type_slot(GgmlType::F16)].from_float = quantize_f16;
+  k.types[type_slot(GgmlType::BF16)].dequantize = dequantize_bf16;
   add_shared_kernels(k);
   k.types[type_slot(GgmlType::Q4_K)].vec_dot = vec_dot_q4_K_q8_K;
   k.types[type_slot(GgmlType::Q5_K)].vec_dot = vec_dot_q5_K_q8_K;

@@ -54,10 +54,16 @@ TEST_P(ForwardTypes, BatchedPrefillEqualsTokenByTokenDecode) {
   ASSERT_EQ(logits.size(), ref.size());
   float max_abs = 0;
   for (float v : ref) max_abs = std::max(max_abs, std::fabs(v));
-  // Not bit-equal: like llama.cpp, a batch computes attention with tinyBLAS and a single token
-  // with ggml_vec_dot_f16, which round differently. F16 weights round their activations to fp16,
-  // so such a last-bit difference can move an activation by one fp16 ulp (2^-11 relative).
-  const float rel = GetParam() == GgmlType::F16 ? 1e-3f : 1e-4f;
+  // Not bit-equal: a batch runs the packed GEMM and blocked attention (other float summation
+  // orders) where a single token runs per-row dot products, as llama.cpp's batch (tinyBLAS) and
+  // single-token (vec_dot) paths differ. Float weights: last-bit differences, amplified by this
+  // deliberately sharp tiny model (unit-scale weights) to ~1e-4 of the logit range. Quantised
+  // weights: a last-bit difference can also move an activation across a Q8 rounding boundary,
+  // one level = 1/127 of its block's max, which this model amplifies to ~1-3% of the range (Q4_K
+  // and Q6_K measured 2.6%, with the GEMM itself within 3e-7 of the per-row reference). A
+  // wiring error (position, mask, head, row) moves logits by O(range).
+  const bool float_w = GetParam() == GgmlType::F32 || GetParam() == GgmlType::F16;
+  const float rel = float_w ? 1e-3f : 5e-2f;
   for (size_t i = 0; i < ref.size(); ++i)
     ASSERT_NEAR(logits[i], ref[i], rel * (1 + max_abs)) << dtype_name(GetParam()) << " at " << i;
 }

@@ -1,8 +1,11 @@
 #include "ops/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "ops/cpu/gemm.h"
 #include "ops/cpu/vec.h"
+#include "quant/quant.h"
 
 namespace hc::ops {
 
@@ -51,6 +54,70 @@ void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n
     for (int d = 0; d < hd; ++d)
       out[h * hd + d] = dot_kqv(vh + d * shape.v_stride, p16, n_kv, n_kv_pad);
   }
+}
+
+namespace {
+// x rounded to the nearest fp16 (ties to even), as fp32; tmp holds n fp16 values.
+void round_fp16(const float* x, float* y, int64_t n, fp16_t* tmp) {
+  quant::quantize_row(GgmlType::F16, x, tmp, n);
+  quant::dequantize_row(GgmlType::F16, tmp, y, n);
+}
+}  // namespace
+
+bool attention_batch_available() { return gemm_available(GgmlType::F16); }
+
+void attention_batch(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t pos0,
+                     int64_t n_tok, const AttentionShape& shape, float scale, float* out,
+                     ThreadPool& pool, std::vector<float>& scratch) {
+  const vec::Kernels& K = vec::kernels();
+  const int hd = shape.head_dim;
+  const int group = shape.n_head / shape.n_head_kv;
+  const int64_t q_dim = int64_t{shape.n_head} * hd;
+  const int64_t n_blocks = (n_tok + kAttentionBlock - 1) / kAttentionBlock;
+  const int64_t n_items = n_blocks * shape.n_head;
+  // scores [block][keys], q rows [block][hd], then fp16 staging for max(keys, hd) values
+  const int64_t per_thread = kAttentionBlock * (pos0 + n_tok + 16 + hd) + (pos0 + n_tok + hd);
+  if (scratch.size() < static_cast<size_t>(per_thread * pool.size()))
+    scratch.resize(static_cast<size_t>(per_thread * pool.size()));
+  const bool simd = attention_batch_available();
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_items, ith, nth, &b, &e);
+    float* p = scratch.data() + ith * per_thread;
+    fp16_t* r16 = reinterpret_cast<fp16_t*>(p + kAttentionBlock * (pos0 + n_tok + 16 + hd));
+    for (int64_t it = b; it < e; ++it) {
+      // Blocks in the outer order: a thread's items share K / V panels of the same heads.
+      const int h = static_cast<int>(it % shape.n_head);
+      const int64_t t0 = (it / shape.n_head) * kAttentionBlock;
+      const int64_t nt = std::min(kAttentionBlock, n_tok - t0);
+      const int64_t n_keys = pos0 + t0 + nt;  // keys the block's last token sees
+      const int hk = h / group;
+      // scores[t][j] = sum_d q[t0 + t][h][d] * k[j][hk][d]
+      const TensorView kv = {GgmlType::F16, k + hk * hd, hd, n_keys,
+                             static_cast<int64_t>(shape.k_stride * sizeof(fp16_t))};
+      // ggml rounds q to fp16 (the f16 matmul's vec_dot_type) and so do we.
+      float* qr = p + kAttentionBlock * n_keys;
+      for (int64_t t = 0; t < nt; ++t) round_fp16(q + (t0 + t) * q_dim + h * hd, qr + t * hd, hd, r16);
+      gemm_f32_act(kv, qr, hd, nt, p, n_keys, simd);
+      for (int64_t t = 0; t < nt; ++t) {
+        float* w = p + t * n_keys;
+        const int64_t n_valid = pos0 + t0 + t + 1;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < n_valid; ++j) {
+          w[j] *= scale;
+          mx = w[j] > mx ? w[j] : mx;
+        }
+        const float inv = static_cast<float>(1.0 / K.soft_max(w, w, n_valid, n_valid, mx));
+        for (int64_t j = 0; j < n_valid; ++j) w[j] *= inv;
+        round_fp16(w, w, n_valid, r16);  // as ggml's kqv product takes fp16 weights
+        for (int64_t j = n_valid; j < n_keys; ++j) w[j] = 0.0f;
+      }
+      // out[t0 + t][h][d] = sum_j p[t][j] * v_t[hk * hd + d][j]
+      const TensorView vt = {GgmlType::F16, v_t + static_cast<int64_t>(hk) * hd * shape.v_stride,
+                             n_keys, hd, static_cast<int64_t>(shape.v_stride * sizeof(fp16_t))};
+      gemm_f32_act(vt, p, n_keys, nt, out + t0 * q_dim + h * hd, q_dim, simd);
+    }
+  });
 }
 
 }  // namespace hc::ops

@@ -7,7 +7,10 @@
 #pragma once
 #include <cstdint>
 
+#include <vector>
+
 #include "core/dtype.h"
+#include "core/thread_pool.h"
 
 namespace hc::ops {
 
@@ -45,5 +48,18 @@ int64_t attention_kv_pad(int64_t n_kv);
 void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
                    int64_t n_kv_pad, const AttentionShape& shape, float scale,
                    AttentionKernels kernels, int h_begin, int h_end, float* out, float* scratch);
+
+// Prompt batches (the packed float GEMM of gemm.h; not ggml's rounding): tokens t in
+// [0, n_tok) at positions pos0 + t attend causally to cache positions [0, pos0 + t]. Per (query
+// head, block of kAttentionBlock tokens): scores = K q as one GEMM over the keys the block can
+// see, an exact-zero-masked softmax per token in fp32, then out = V^T p as a second GEMM. q is
+// not rounded to fp16 and the weights stay fp32 (ggml rounds both to fp16), so results differ
+// from attention_one by fp16 rounding. Threads take (head, block) items.
+//   q: [n_tok, n_head * head_dim]; out: [n_tok, n_head * head_dim]; scratch: grown as needed.
+constexpr int64_t kAttentionBlock = 32;
+bool attention_batch_available();
+void attention_batch(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t pos0,
+                     int64_t n_tok, const AttentionShape& shape, float scale, float* out,
+                     ThreadPool& pool, std::vector<float>& scratch);
 
 }  // namespace hc::ops
