@@ -22,6 +22,10 @@ struct TypeKernels {
   // ggml-cpu's run-time quantiser of matmul activations (type_traits_cpu[t].from_float); in
   // the reference table it is `quantize` except for Q8_0 / Q8_1 (see quantize_activations).
   QuantizeFn from_float = nullptr;
+  // Four rows at once (w, w + stride, w + 2 stride, w + 3 stride) against one activation row,
+  // each row bit-identical to vec_dot: four independent accumulator chains and one activation
+  // load per block, for matrix-vector products. nullptr: call vec_dot per row.
+  VecDot4Fn vec_dot4 = nullptr;
 };
 
 // One slot per ggml type id (ids are small; MXFP4 = 39 is the largest dtype.h knows).

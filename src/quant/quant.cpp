@@ -89,6 +89,7 @@ struct DispatchTable {
         if (s.dequantize) k.dequantize = s.dequantize;
         if (s.quantize) k.quantize = s.quantize;
         if (s.vec_dot) k.vec_dot = s.vec_dot;
+        k.vec_dot4 = s.vec_dot ? s.vec_dot4 : k.vec_dot4;  // only with the vec_dot it twins
         if (s.from_float) k.from_float = s.from_float;
       }
       types[i] = k;
@@ -224,6 +225,8 @@ VecDotFn vec_dot_fn(GgmlType t) {
   HC_CHECK(k.vec_dot);
   return k.vec_dot;
 }
+
+VecDot4Fn vec_dot4_fn(GgmlType t) { return dispatched(t, 0).vec_dot4; }
 
 const char* isa_name() {
   if (avx512_kernels()) return kAvx512Kernels.name;

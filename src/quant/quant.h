@@ -47,6 +47,11 @@ void quantize_activations_ref(GgmlType t, const float* src, void* dst, int64_t n
 // The caller guarantees n % block size == 0. HC_CHECK: t must be a supported weight type.
 using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 VecDotFn vec_dot_fn(GgmlType t);
+// Four rows (w + i * stride, i < 4) against one activation row: out[i] = vec_dot(n, row i, a),
+// bit for bit, with the rows' dependency chains interleaved. nullptr when the dispatched ISA
+// has no such kernel for t (then call the VecDotFn per row).
+using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t stride, const void* a, float* out);
+VecDot4Fn vec_dot4_fn(GgmlType t);
 // Widest instruction set the dispatched kernels use on this CPU: "avx512", "avx2", "scalar".
 const char* isa_name();
 

@@ -116,6 +116,41 @@ TEST(QuantSimd, EveryKernelMatchesItsReference) {
   if (!checked) GTEST_SKIP() << "no SIMD kernels on this CPU";
 }
 
+// Four-row kernels: each output bit-identical to the one-row kernel of the same table, rows
+// strided like a matrix (stride > row bytes, only natural alignment).
+TEST(QuantSimd, FourRowKernelsEqualOneRowKernels) {
+  int checked = 0;
+  for (const IsaCase& isa : kIsas) {
+    const IsaKernels* k = isa.get();
+    if (!k) continue;
+    for (int slot = 0; slot < kTypeSlots; ++slot) {
+      const TypeKernels& e = k->types[slot];
+      if (!e.vec_dot4) continue;
+      const GgmlType t = static_cast<GgmlType>(slot);
+      SCOPED_TRACE(std::string(isa.name) + " " + dtype_name(t));
+      ASSERT_NE(e.vec_dot, nullptr);
+      std::mt19937 rng(77 + slot);
+      const GgmlType at = vec_dot_type(t);
+      for (int64_t nb : {1, 2, 3, 7, 33}) {
+        const int64_t n = nb * qtest::block_size(t);
+        const int64_t stride = row_bytes(t, n) + 6;
+        Buffer w(static_cast<size_t>(4 * stride), qtest::row_alignment(t));
+        for (int r = 0; r < 4; ++r) qtest::random_weights(t, n, w.data() + r * stride, rng);
+        const std::vector<float> x = qtest::random_floats(n, rng);
+        std::vector<uint8_t> a(static_cast<size_t>(row_bytes(at, n)));
+        quantize_activations(at, x.data(), a.data(), n);
+        float out[4];
+        e.vec_dot4(n, w.data(), stride, a.data(), out);
+        for (int r = 0; r < 4; ++r)
+          ASSERT_EQ(fp32_to_bits(out[r]), fp32_to_bits(e.vec_dot(n, w.data() + r * stride, a.data())))
+              << "n=" << n << " row " << r;
+      }
+      ++checked;
+    }
+  }
+  if (!checked) GTEST_SKIP() << "no four-row kernels on this CPU";
+}
+
 TEST(QuantSimd, Avx2CoversEveryWeightTypeAndActivationQuantiser) {
   const IsaKernels* k = avx2_kernels();
   if (!k) GTEST_SKIP() << "no AVX2";

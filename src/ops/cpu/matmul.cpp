@@ -69,6 +69,7 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
     return;
   }
   const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row
+  const quant::VecDot4Fn dot4 = quant::vec_dot4_fn(w.type);
   const int64_t ne0 = w.ne0, ne1 = w.ne1, n_tok = in.n_tok();
   const int64_t xrb = row_bytes(vt, ne0);
   // Tiles of weight rows x tokens keep a tile of W in L1/L2 while it meets every token.
@@ -81,7 +82,17 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
       const int64_t r1 = std::min(re, r0 + kRowTile);
       for (int64_t t0 = 0; t0 < n_tok; t0 += kTokTile) {
         const int64_t t1 = std::min(n_tok, t0 + kTokTile);
-        for (int64_t r = r0; r < r1; ++r) {
+        int64_t r = r0;
+        if (dot4) {  // four rows per call: independent chains, activations loaded once
+          for (; r + 4 <= r1; r += 4) {
+            for (int64_t t = t0; t < t1; ++t) {
+              float o[4];
+              dot4(ne0, w.row(r), w.nb1, xq + t * xrb, o);
+              for (int j = 0; j < 4; ++j) y[t * ne1 + r + j] = o[j];
+            }
+          }
+        }
+        for (; r < r1; ++r) {
           const uint8_t* wr = w.row(r);
           for (int64_t t = t0; t < t1; ++t) y[t * ne1 + r] = dot(ne0, wr, xq + t * xrb);
         }
