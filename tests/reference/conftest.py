@@ -115,14 +115,16 @@ def parse_ids(out: bytes) -> list[int]:
     return [int(line) for line in out.decode().split()]
 
 
-def hotcold_greedy_ids(bin_path: Path, model: Path, prompt: str, n: int) -> list[int]:
+def hotcold_greedy_ids(bin_path: Path, model: Path, prompt: str, n: int,
+                       n_batch: int = 512) -> list[int]:
     return parse_ids(hotcold(bin_path, "run", "-m", model, "-p", prompt, "-n", n,
-                             "--temp", 0, "-t", THREADS, "--ids"))
+                             "--temp", 0, "-t", THREADS, "-b", n_batch, "--ids"))
 
 
-def hotcold_greedy_text(bin_path: Path, model: Path, prompt: str, n: int) -> bytes:
+def hotcold_greedy_text(bin_path: Path, model: Path, prompt: str, n: int,
+                        n_batch: int = 512) -> bytes:
     return hotcold(bin_path, "run", "-m", model, "-p", prompt, "-n", n,
-                   "--temp", 0, "-t", THREADS)
+                   "--temp", 0, "-t", THREADS, "-b", n_batch)
 
 
 def hotcold_tokenize(bin_path: Path, model: Path, text: str, no_bos: bool) -> list[int]:

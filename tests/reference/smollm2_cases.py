@@ -6,10 +6,18 @@ the F16 / Q8_0 files scripts/setup.sh makes from it with `hotcold quantize` (ski
 absent). llama.cpp runs on the very same file with its default F16 KV cache (hotcold's too)
 and flash attention off; its results are cached under $HOTCOLD_CACHE/ref.
 
-Note for quantized weights: ggml multiplies Q4_1 / Q8_0 weights with activations quantized to
-Q8_1 / Q8_0 and F16 weights with activations rounded to F16, and its batched (prompt) kernels
-sum in a different order from its one-token kernels; greedy ids agree through near-ties only
-if hotcold rounds the same way. Failures report llama.cpp's logit margin at the divergence.
+Greedy ids are checked twice:
+- one token per batch on both sides (`-b 1`, n_batch 1): every product then runs ggml's
+  single-token kernels, which hotcold follows bit for bit, so the ids must be identical;
+- default batches (512): hotcold's prompt path (packed GEMM, blocked attention) sums in another
+  order than llama.cpp's (tinyBLAS / vec_dot), and with Q8 activations a last-bit difference can
+  move an activation by one quantisation level. llama.cpp is no more stable itself: on these
+  prompts its own batch-512 and batch-1 last-token logits differ by up to 0.97 (Q4_1 / Q8_0) and
+  its own greedy ids diverge for 3-4 of the 6 prompts (measured 2026-11-21). So the ids may
+  leave llama.cpp's only at a step where llama.cpp's logit margin between its token and
+  hotcold's is within llama.cpp's own batch-size noise on that prompt (max |logit difference|
+  between its batch-512 and batch-1 prompt logits), or GREEDY_MIN_MARGIN, whichever is larger.
+Failures report llama.cpp's logit margin at the divergence.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from conftest import (MODELS, REF_THREADS, SHARED, THREADS, cached_reference, gr
                       hotcold_both, hotcold_greedy_ids, llamacpp_ref, require_file)
 
 N_GREEDY = 64
+GREEDY_MIN_MARGIN = 0.05  # logits; floor of the allowed near-tie margin for batched prompts
 PPL_CTX = 512
 PPL_REL_TOL = 0.005     # PPL within 0.5% of llama.cpp's
 STDERR_REL_TOL = 0.05   # and its "+/-" within 5%
@@ -71,28 +80,57 @@ def model_refs():
         yield get
 
 
-def ref_greedy(ref, path: Path, prompt: str) -> tuple[list[int], bytes]:
+def ref_greedy(ref, path: Path, prompt: str, n_batch: int = 512) -> tuple[list[int], bytes]:
     def compute():
-        g = ref.greedy(prompt, N_GREEDY)
+        g = ref.greedy(prompt, N_GREEDY, n_batch=n_batch)
         return {"ids": g.ids, "text": g.text_bytes.decode("latin-1")}
-    r = cached_reference("smollm2-greedy", {"prompt": prompt, "n": N_GREEDY, "kv": ref.kv_type},
-                         [path], compute)
+    key = {"prompt": prompt, "n": N_GREEDY, "kv": ref.kv_type}
+    if n_batch != 512:
+        key["n_batch"] = n_batch
+    r = cached_reference("smollm2-greedy", key, [path], compute)
     return r["ids"], r["text"].encode("latin-1")
+
+
+def ref_batch_noise(ref, path: Path, prompt: str) -> float:
+    """llama.cpp's own batch-size noise on a prompt: max |last-token logit difference| between
+    a batch-512 and a batch-1 prefill."""
+    def compute():
+        a = ref.last_logits(prompt, n_batch=512)
+        b = ref.last_logits(prompt, n_batch=1)
+        return {"noise": float(abs(a - b).max())}
+    return cached_reference("smollm2-batch-noise", {"prompt": prompt, "kv": ref.kv_type},
+                            [path], compute)["noise"]
 
 
 def check_greedy_ids(hotcold_bin: Path, ref, path: Path, label: str) -> None:
     """All prompts are run and every divergence is reported, then the test fails."""
     report, failed = [], 0
     for kind, prompt in PROMPTS.items():
+        want, _ = ref_greedy(ref, path, prompt, n_batch=1)
+        got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY, n_batch=1)
+        if got == want:
+            report.append(f"  {kind} (batch 1): identical ({len(want)} tokens)")
+        else:
+            failed += 1
+            report.append(f"  {kind} (batch 1): {greedy_divergence(ref, prompt, got, want)}")
         want, _ = ref_greedy(ref, path, prompt)
         got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY)
         if got == want:
-            report.append(f"  {kind}: identical ({len(want)} tokens)")
-        else:
-            failed += 1
-            report.append(f"  {kind}: {greedy_divergence(ref, prompt, got, want)}")
-    assert not failed, (f"{label}: greedy ids differ from llama.cpp for {failed} of "
-                        f"{len(PROMPTS)} prompts:\n" + "\n".join(report))
+            report.append(f"  {kind} (batch 512): identical ({len(want)} tokens)")
+            continue
+        i = next((k for k, (x, y) in enumerate(zip(got, want)) if x != y), None)
+        allowed = max(GREEDY_MIN_MARGIN, ref_batch_noise(ref, path, prompt))
+        margin = None
+        if i is not None:
+            lg = ref.last_logits(ids=ref.prompt_ids(prompt) + want[:i])
+            margin = float(lg[want[i]] - lg[got[i]])
+        ok = margin is not None and margin <= allowed
+        failed += 0 if ok else 1
+        report.append(f"  {kind} (batch 512): {'near-tie, allowed' if ok else 'FAILED'} "
+                      f"(allowed margin {allowed:.3f}): {greedy_divergence(ref, prompt, got, want)}")
+    assert not failed, (f"{label}: greedy ids differ from llama.cpp for {failed} checks:\n"
+                        + "\n".join(report))
+    print(f"{label}:\n" + "\n".join(report))
 
 
 _FINAL = re.compile(rb"Final estimate: PPL = ([0-9.eE+-]+) \+/- ([0-9.eE+-]+)")
