@@ -40,7 +40,7 @@ PY="$VENV/bin/python"
 MODELS="$CACHE/models"
 
 # ---- pins ------------------------------------------------------------------------------------
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev python3-venv ca-certificates)
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf")

@@ -1,12 +1,17 @@
 // hotcold bench: prompt processing (ppN) and generation (tgN) throughput like llama-bench,
-// with the achieved weight bandwidth of generation and peak RSS.
+// with the achieved weight bandwidth of generation against the machine's measured read
+// bandwidth (the roofline of batch-1 decode: every weight is read once per token), and peak
+// RSS against the budget file + KV cache + 10%. `--membw` runs only the STREAM-like probe.
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 
 #include "app/commands.h"
 #include "app/common.h"
 #include "core/log.h"
+#include "core/thread_pool.h"
+#include "ops/cpu/membw.h"
 
 namespace hc {
 
@@ -20,6 +25,11 @@ struct BenchFlags {
   int n_gen = 128;
   int reps = 5;
   bool json = false;
+  bool membw_only = false;  // --membw: the probe alone, no model
+  bool no_membw = false;    // --no-membw: no probe, no roofline figures
+  float membw_gbs = 0;      // --membw-gbs: a given read bandwidth instead of the probe; 0 = measure
+  int membw_mib = 256;      // array size of the probe
+  int membw_reps = 0;       // timed passes per kernel; 0: 10 for --membw, 20 for the short probe
 };
 
 struct Stat {
@@ -42,6 +52,24 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
   return t;
 }
 
+// A JSON string literal (the model path may hold quotes, backslashes or control bytes).
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 // Tokens per second of one prompt-processing run from an empty cache.
 Result<double> run_pp(Session& s, const std::vector<int32_t>& toks) {
   s.truncate(0);
@@ -59,8 +87,144 @@ Result<double> run_tg(Session& s, int n, int n_vocab) {
   return n / (now_seconds() - t0);
 }
 
+// --- memory bandwidth --------------------------------------------------------------------
+
+Result<ops::MembwResult> run_probe(const BenchFlags& f, bool read_only) {
+  ops::MembwParams p;
+  p.array_bytes = static_cast<int64_t>(f.membw_mib) << 20;
+  p.reps = f.membw_reps > 0 ? f.membw_reps : (read_only ? 20 : 10);
+  p.read_only = read_only;
+  ThreadPool pool(f.model.threads);
+  return ops::measure_membw(p, pool);
+}
+
+// The probe's arrays are freed by now, but they raised the process's peak RSS. Linux resets
+// the high-water mark that getrusage reports when "5" is written to /proc/self/clear_refs, so
+// the RSS budget check then sees the model alone.
+bool reset_peak_rss() {
+  std::FILE* fp = std::fopen("/proc/self/clear_refs", "w");
+  if (!fp) return false;
+  const bool wrote = std::fputs("5", fp) >= 0;
+  return std::fclose(fp) == 0 && wrote;
+}
+
+// The read bandwidth the roofline figures use: measured, given, or none (--no-membw).
+struct Bandwidth {
+  double read_gbs = 0;  // 0: unknown
+  const char* source = "";
+  ops::MembwResult probe;  // when measured
+};
+
+// The probe's settings and, with `kernels`, "<kernel>_gbps" for each kernel run.
+void print_membw_json_fields(const ops::MembwResult& r, bool kernels) {
+  std::printf("\"threads\": %d, \"array_mib\": %.1f, \"reps\": %d, \"read_isa\": \"%s\"", r.n_threads,
+              r.array_bytes / 1048576.0, r.reps, r.read_isa);
+  for (int k = 0; k < ops::kMembwKernels && kernels; ++k)
+    if (r.gbs[k] > 0)
+      std::printf(", \"%s_gbps\": %.3f", ops::membw_kernel_name(static_cast<ops::MembwKernel>(k)), r.gbs[k]);
+}
+
+Status membw_only(const BenchFlags& f) {
+  HC_ASSIGN_OR_RETURN(ops::MembwResult r, run_probe(f, /*read_only=*/false));
+  if (f.json) {
+    std::printf("{\"membw\": {");
+    print_membw_json_fields(r, /*kernels=*/true);
+    std::printf("}}\n");
+    return Status::Ok();
+  }
+  std::printf("STREAM-like probe: %d thread%s, arrays of %.0f MiB, best of %d passes, read kernel %s\n\n",
+              r.n_threads, r.n_threads == 1 ? "" : "s", r.array_bytes / 1048576.0, r.reps, r.read_isa);
+  std::printf("| kernel | bytes/element | GB/s |\n|---|---|---|\n");
+  for (int k = 0; k < ops::kMembwKernels; ++k) {
+    const auto kk = static_cast<ops::MembwKernel>(k);
+    std::printf("| %s | %lld | %.2f |\n", ops::membw_kernel_name(kk),
+                static_cast<long long>(ops::membw_bytes_per_element(kk)), r.gbs[k]);
+  }
+  return Status::Ok();
+}
+
+Result<Bandwidth> read_bandwidth(const BenchFlags& f) {
+  Bandwidth bw;
+  if (f.no_membw) return bw;
+  if (f.membw_gbs > 0) {
+    bw.read_gbs = f.membw_gbs;
+    bw.source = "given";
+    return bw;
+  }
+  HC_ASSIGN_OR_RETURN(bw.probe, run_probe(f, /*read_only=*/true));
+  bw.read_gbs = bw.probe.gbs_of(ops::MembwKernel::kRead);
+  bw.source = "measured";
+  if (!reset_peak_rss())
+    HC_LOG_WARN("cannot reset the peak RSS after the bandwidth probe: it includes %d MiB of probe buffers",
+                f.membw_mib);
+  HC_LOG_INFO("memory read bandwidth: %.2f GB/s (%d threads, %s)", bw.read_gbs, bw.probe.n_threads,
+              bw.probe.read_isa);
+  return bw;
+}
+
+// --- the benchmark -------------------------------------------------------------------------
+
+struct Report {
+  Stat pp, tg;
+  bool has_pp = false, has_tg = false;
+  double gb_tok = 0;  // weight GB read per generated token
+  double rss_mib = 0, file_mib = 0, kv_mib = 0;
+  double budget_mib() const { return (file_mib + kv_mib) * 1.1; }
+  bool within_budget() const { return rss_mib <= budget_mib(); }
+};
+
+void print_json(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
+  std::printf("{\"model\": %s, \"file_mib\": %.2f, \"threads\": %d, \"reps\": %d",
+              json_string(f.model.model).c_str(), r.file_mib, f.model.threads, f.reps);
+  if (bw.read_gbs > 0) {
+    std::printf(", \"membw\": {\"read_gbps\": %.3f, \"source\": \"%s\"", bw.read_gbs, bw.source);
+    if (bw.probe.n_threads > 0) {
+      std::printf(", ");
+      print_membw_json_fields(bw.probe, /*kernels=*/false);
+    }
+    std::printf("}");
+  }
+  if (r.has_pp)
+    std::printf(", \"pp\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f}", f.n_prompt, r.pp.mean, r.pp.sd);
+  if (r.has_tg) {
+    const double gbps = r.gb_tok * r.tg.mean;
+    std::printf(", \"tg\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"weight_gb_per_token\": %.6f, \"gbps\": %.3f",
+                f.n_gen, r.tg.mean, r.tg.sd, r.gb_tok, gbps);
+    if (bw.read_gbs > 0)
+      std::printf(", \"roofline_tps\": %.3f, \"roofline_share_pct\": %.2f", bw.read_gbs / r.gb_tok,
+                  100.0 * gbps / bw.read_gbs);
+    std::printf("}");
+  }
+  std::printf(", \"peak_rss_mib\": %.1f, \"kv_cache_mib\": %.2f, \"rss_budget_mib\": %.1f, \"rss_within_budget\": %s}\n",
+              r.rss_mib, r.kv_mib, r.budget_mib(), r.within_budget() ? "true" : "false");
+}
+
+void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
+  if (bw.read_gbs > 0 && bw.probe.n_threads > 0)
+    std::printf("memory read bandwidth: %.2f GB/s (measured: STREAM-like read of %.0f MiB, %d threads, %s)\n\n",
+                bw.read_gbs, bw.probe.array_bytes / 1048576.0, bw.probe.n_threads, bw.probe.read_isa);
+  else if (bw.read_gbs > 0)
+    std::printf("memory read bandwidth: %.2f GB/s (given by --membw-gbs)\n\n", bw.read_gbs);
+  std::printf("| model | size MiB | threads | test | t/s | weights GB/s | %% of read BW | roofline t/s |\n"
+              "|---|---|---|---|---|---|---|---|\n");
+  if (r.has_pp)
+    std::printf("| %s | %.1f | %d | pp%d | %.2f ± %.2f | | | |\n", f.model.model.c_str(), r.file_mib,
+                f.model.threads, f.n_prompt, r.pp.mean, r.pp.sd);
+  if (r.has_tg) {
+    const double gbps = r.gb_tok * r.tg.mean;
+    std::printf("| %s | %.1f | %d | tg%d | %.2f ± %.2f | %.2f | ", f.model.model.c_str(), r.file_mib,
+                f.model.threads, f.n_gen, r.tg.mean, r.tg.sd, gbps);
+    if (bw.read_gbs > 0) std::printf("%.1f | %.1f |\n", 100.0 * gbps / bw.read_gbs, bw.read_gbs / r.gb_tok);
+    else std::printf("| |\n");
+  }
+  std::printf("\n| peak RSS MiB | file MiB | KV cache MiB | budget MiB (file + KV + 10%%) | within budget |\n"
+              "|---|---|---|---|---|\n| %.1f | %.1f | %.2f | %.1f | %s |\n",
+              r.rss_mib, r.file_mib, r.kv_mib, r.budget_mib(), r.within_budget() ? "yes" : "no");
+}
+
 Status bench(const BenchFlags& f) {
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
+  HC_ASSIGN_OR_RETURN(const Bandwidth bw, read_bandwidth(f));
   const int n_vocab = model->hparams().n_vocab;
   SessionParams sp = session_params(f.model);
   sp.n_ctx = std::max(f.n_prompt, f.n_gen) + 1;
@@ -75,29 +239,17 @@ Status bench(const BenchFlags& f) {
     if (f.n_gen > 0) { HC_ASSIGN_OR_RETURN(double v, run_tg(session, f.n_gen, n_vocab)); tg.push_back(v); }
     HC_LOG_DEBUG("rep %d done", r + 1);
   }
-  const double gb_tok = model->weight_bytes_per_token() / 1e9;
-  const double rss_mib = peak_rss_bytes() / 1048576.0;
-  const double file_mib = model->file_bytes() / 1048576.0;
-  const Stat spp = pp.empty() ? Stat{} : stats(pp), stg = tg.empty() ? Stat{} : stats(tg);
-  if (f.json) {
-    std::printf("{\"model\": \"%s\", \"file_mib\": %.2f, \"threads\": %d, \"reps\": %d",
-                f.model.model.c_str(), file_mib, f.model.threads, f.reps);
-    if (!pp.empty()) std::printf(", \"pp\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f}", f.n_prompt, spp.mean, spp.sd);
-    if (!tg.empty())
-      std::printf(", \"tg\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"weight_gb_per_token\": %.6f, \"gbps\": %.3f}",
-                  f.n_gen, stg.mean, stg.sd, gb_tok, gb_tok * stg.mean);
-    std::printf(", \"peak_rss_mib\": %.1f}\n", rss_mib);
-    return Status::Ok();
-  }
-  std::printf("| model | size MiB | threads | test | t/s | weights GB/s |\n|---|---|---|---|---|---|\n");
-  if (!pp.empty())
-    std::printf("| %s | %.1f | %d | pp%d | %.2f ± %.2f | |\n", f.model.model.c_str(), file_mib,
-                f.model.threads, f.n_prompt, spp.mean, spp.sd);
-  if (!tg.empty())
-    std::printf("| %s | %.1f | %d | tg%d | %.2f ± %.2f | %.2f |\n", f.model.model.c_str(), file_mib,
-                f.model.threads, f.n_gen, stg.mean, stg.sd, gb_tok * stg.mean);
-  std::printf("peak RSS: %.1f MiB (file %.1f MiB, KV cache %.1f MiB)\n", rss_mib, file_mib,
-              session.kv_bytes() / 1048576.0);
+  Report rep;
+  rep.has_pp = !pp.empty();
+  rep.has_tg = !tg.empty();
+  if (rep.has_pp) rep.pp = stats(pp);
+  if (rep.has_tg) rep.tg = stats(tg);
+  rep.gb_tok = model->weight_bytes_per_token() / 1e9;
+  rep.rss_mib = peak_rss_bytes() / 1048576.0;
+  rep.file_mib = model->file_bytes() / 1048576.0;
+  rep.kv_mib = session.kv_bytes() / 1048576.0;
+  if (f.json) print_json(f, rep, bw);
+  else print_table(f, rep, bw);
   return Status::Ok();
 }
 
@@ -105,13 +257,32 @@ Status bench(const BenchFlags& f) {
 
 int cmd_bench(const Args& args) {
   BenchFlags f;
-  ArgParser p(kCmd, "prompt-processing and generation speed (like llama-bench)");
+  ArgParser p(kCmd, "prompt-processing and generation speed (like llama-bench), weight bandwidth "
+                    "against the measured memory bandwidth, peak RSS");
   add_model_flags(p, &f.model);
-  p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip (default 512)");
-  p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip (default 128)");
-  p.add_int("-r,--repetitions", &f.reps, "repetitions of each test (default 5)");
+  p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip");
+  p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip");
+  p.add_int("-r,--repetitions", &f.reps, "repetitions of each test");
   p.add_flag("--json", &f.json, "print one JSON object instead of a table");
+  p.add_flag("--membw", &f.membw_only,
+             "only run the STREAM-like memory bandwidth probe (read, copy, scale, add, triad) with -t threads");
+  p.add_flag("--no-membw", &f.no_membw, "skip the read-bandwidth probe and the roofline figures");
+  p.add_float("--membw-gbs", &f.membw_gbs, "read bandwidth in GB/s to use instead of measuring it; 0 = measure");
+  p.add_int("--membw-mib", &f.membw_mib, "MiB per array of the bandwidth probe (keep well above the LLC)");
+  p.add_int("--membw-reps", &f.membw_reps, "timed passes per probe kernel, best one counts; 0 = 10 (--membw) or 20");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  if (f.membw_gbs < 0) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", f.membw_gbs);
+    return usage_error(kCmd, std::string("expected --membw-gbs > 0 (0 = measure), got ") + got);
+  }
+  const bool gbs_given = f.membw_gbs > 0;
+  if (f.model.threads < 1) return usage_error(kCmd, "expected -t >= 1");
+  if (f.membw_mib < 1 || f.membw_mib > 65536 || f.membw_reps < 0)
+    return usage_error(kCmd, "expected 1 <= --membw-mib <= 65536 and --membw-reps >= 0");
+  if (int(f.membw_only) + int(f.no_membw) + int(gbs_given) > 1)
+    return usage_error(kCmd, "--membw, --no-membw and --membw-gbs exclude each other");
+  if (f.membw_only) return exit_code_for(kCmd, membw_only(f));
   if (f.n_prompt < 0 || f.n_gen < 0 || f.reps < 1 || (f.n_prompt == 0 && f.n_gen == 0))
     return usage_error(kCmd, "expected -p >= 0, -n >= 0 (not both 0) and -r >= 1");
   return exit_code_for(kCmd, bench(f));
