@@ -3,6 +3,7 @@
 // with `hotcold bench --membw`. Families (filter with --benchmark_filter=REGEX):
 //   vec_dot/TYPE/ISA            one 4096-element weight row . activations (L1-resident: the
 //                               compute ceiling of each kernel table); bytes = weight row bytes
+//   vec_dot4/TYPE/ISA           four rows at once, where a table has that kernel
 //   matvec/TYPE/RxC/threads:T   hc::ops::matmul with n_tok = 1 on an R x C weight (R outputs,
 //                               C inputs), cycling through copies spanning 256 MiB so weights
 //                               come from DRAM; bytes = weight bytes, so GB/s compares with
@@ -117,24 +118,45 @@ void bm_vec_dot(benchmark::State& state, GgmlType t, quant::VecDotFn dot) {
   report_bytes(state, static_cast<double>(w.size()));
 }
 
+// Four rows at once (the matvec kernel where a table has one); bytes = four weight rows.
+void bm_vec_dot4(benchmark::State& state, GgmlType t, quant::VecDot4Fn dot4) {
+  constexpr int64_t n = 4096;
+  const GgmlType vt = quant::vec_dot_type(t);
+  const int64_t rb = row_bytes(t, n);
+  std::vector<uint8_t> w(4 * rb), a(row_bytes(vt, n));
+  const auto wf = random_floats(4 * n, 1), af = random_floats(n, 2);
+  for (int r = 0; r < 4; ++r) quant::quantize_row(t, wf.data() + r * n, w.data() + r * rb, n);
+  quant::quantize_activations(vt, af.data(), a.data(), n);
+  float out[4];
+  for (auto _ : state) {
+    dot4(n, w.data(), rb, a.data(), out);
+    benchmark::DoNotOptimize(out);
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, static_cast<double>(w.size()));
+}
+
 void register_vec_dot() {
   for (GgmlType t : kWeightTypes) {
     const std::string type = dtype_name(t);
     struct Table {
       const char* isa;
-      quant::VecDotFn fn;
+      const quant::TypeKernels* k;
     };
     std::vector<Table> tables;
-    if (const quant::TypeKernels* ref = quant::ref_kernels(t)) tables.push_back({"ref", ref->vec_dot});
-    if (const quant::IsaKernels* k = quant::avx2_kernels())
-      tables.push_back({"avx2", k->types[quant::type_slot(t)].vec_dot});
+    if (const quant::TypeKernels* ref = quant::ref_kernels(t)) tables.push_back({"ref", ref});
+    if (const quant::IsaKernels* k = quant::avx2_kernels()) tables.push_back({"avx2", &k->types[quant::type_slot(t)]});
     if (const quant::IsaKernels* k = quant::avx512_kernels())
-      tables.push_back({"avx512", k->types[quant::type_slot(t)].vec_dot});
-    for (const Table& tb : tables) {
-      if (!tb.fn) continue;  // nothing faster than the table below for this type
-      benchmark::RegisterBenchmark(("vec_dot/" + type + "/" + tb.isa).c_str(),
-                                   [t, fn = tb.fn](benchmark::State& s) { bm_vec_dot(s, t, fn); })
-          ->UseRealTime();
+      tables.push_back({"avx512", &k->types[quant::type_slot(t)]});
+    for (const Table& tb : tables) {  // nullptr: nothing faster than the table below
+      if (quant::VecDotFn fn = tb.k->vec_dot)
+        benchmark::RegisterBenchmark(("vec_dot/" + type + "/" + tb.isa).c_str(),
+                                     [t, fn](benchmark::State& s) { bm_vec_dot(s, t, fn); })
+            ->UseRealTime();
+      if (quant::VecDot4Fn fn4 = tb.k->vec_dot4)
+        benchmark::RegisterBenchmark(("vec_dot4/" + type + "/" + tb.isa).c_str(),
+                                     [t, fn4](benchmark::State& s) { bm_vec_dot4(s, t, fn4); })
+            ->UseRealTime();
     }
   }
 }

@@ -119,9 +119,10 @@ struct Bandwidth {
 void print_membw_json_fields(const ops::MembwResult& r, bool kernels) {
   std::printf("\"threads\": %d, \"array_mib\": %.1f, \"reps\": %d, \"read_isa\": \"%s\"", r.n_threads,
               r.array_bytes / 1048576.0, r.reps, r.read_isa);
-  for (int k = 0; k < ops::kMembwKernels && kernels; ++k)
-    if (r.gbs[k] > 0)
-      std::printf(", \"%s_gbps\": %.3f", ops::membw_kernel_name(static_cast<ops::MembwKernel>(k)), r.gbs[k]);
+  for (int k = 0; k < ops::kMembwKernels && kernels; ++k) {
+    const char* name = ops::membw_kernel_name(static_cast<ops::MembwKernel>(k));
+    if (r.gbs[k] > 0) std::printf(", \"%s_gbps\": %.3f, \"%s_gbps_median\": %.3f", name, r.gbs[k], name, r.median_gbs[k]);
+  }
 }
 
 Status membw_only(const BenchFlags& f) {
@@ -134,11 +135,11 @@ Status membw_only(const BenchFlags& f) {
   }
   std::printf("STREAM-like probe: %d thread%s, arrays of %.0f MiB, best of %d passes, read kernel %s\n\n",
               r.n_threads, r.n_threads == 1 ? "" : "s", r.array_bytes / 1048576.0, r.reps, r.read_isa);
-  std::printf("| kernel | bytes/element | GB/s |\n|---|---|---|\n");
+  std::printf("| kernel | bytes/element | GB/s (best) | GB/s (median) |\n|---|---|---|---|\n");
   for (int k = 0; k < ops::kMembwKernels; ++k) {
     const auto kk = static_cast<ops::MembwKernel>(k);
-    std::printf("| %s | %lld | %.2f |\n", ops::membw_kernel_name(kk),
-                static_cast<long long>(ops::membw_bytes_per_element(kk)), r.gbs[k]);
+    std::printf("| %s | %lld | %.2f | %.2f |\n", ops::membw_kernel_name(kk),
+                static_cast<long long>(ops::membw_bytes_per_element(kk)), r.gbs[k], r.median_gbs[k]);
   }
   return Status::Ok();
 }
@@ -179,7 +180,7 @@ void print_json(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
   if (bw.read_gbs > 0) {
     std::printf(", \"membw\": {\"read_gbps\": %.3f, \"source\": \"%s\"", bw.read_gbs, bw.source);
     if (bw.probe.n_threads > 0) {
-      std::printf(", ");
+      std::printf(", \"read_gbps_median\": %.3f, ", bw.probe.median_gbs_of(ops::MembwKernel::kRead));
       print_membw_json_fields(bw.probe, /*kernels=*/false);
     }
     std::printf("}");
@@ -201,8 +202,10 @@ void print_json(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
 
 void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
   if (bw.read_gbs > 0 && bw.probe.n_threads > 0)
-    std::printf("memory read bandwidth: %.2f GB/s (measured: STREAM-like read of %.0f MiB, %d threads, %s)\n\n",
-                bw.read_gbs, bw.probe.array_bytes / 1048576.0, bw.probe.n_threads, bw.probe.read_isa);
+    std::printf("memory read bandwidth: %.2f GB/s, median pass %.2f (measured: STREAM-like read of %.0f MiB, "
+                "best of %d passes, %d threads, %s)\n\n",
+                bw.read_gbs, bw.probe.median_gbs_of(ops::MembwKernel::kRead), bw.probe.array_bytes / 1048576.0, bw.probe.reps,
+                bw.probe.n_threads, bw.probe.read_isa);
   else if (bw.read_gbs > 0)
     std::printf("memory read bandwidth: %.2f GB/s (given by --membw-gbs)\n\n", bw.read_gbs);
   std::printf("| model | size MiB | threads | test | t/s | weights GB/s | %% of read BW | roofline t/s |\n"

@@ -111,6 +111,7 @@ TEST_F(BenchCli, MeasuredBandwidthByDefaultAndNoneWithNoMembw) {
   EXPECT_EQ(number(bw, "array_mib"), 128.0) << bw;
   const double read = number(bw, "read_gbps");
   ASSERT_TRUE(std::isfinite(read) && read > 0) << bw;
+  EXPECT_LE(number(bw, "read_gbps_median"), read + 1e-3) << bw;
   EXPECT_NEAR(number(tg, "roofline_share_pct"), number(tg, "gbps") / read * 100.0,
               0.01 + 0.1 / read * 100.0) << r.out;
   EXPECT_FALSE(has(r.out, "\"pp\"")) << r.out;  // -p 0 skips prompt processing
@@ -145,11 +146,13 @@ TEST(BenchMembw, ProbeAloneNeedsNoModel) {
   EXPECT_EQ(number(bw, "reps"), 2);
   for (const char* k : {"read", "copy", "scale", "add", "triad"}) {
     const double v = number(bw, std::string(k) + "_gbps");
+    const double median = number(bw, std::string(k) + "_gbps_median");
     EXPECT_TRUE(std::isfinite(v) && v > 0) << k << " in " << bw;
+    EXPECT_TRUE(median > 0 && median <= v + 1e-3) << k << " in " << bw;  // best >= median
   }
   r = run_hotcold({"bench", "--membw", "-t", "1", "--membw-mib", "8", "--membw-reps", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "| kernel | bytes/element | GB/s |")) << r.out;
+  EXPECT_TRUE(has(r.out, "| kernel | bytes/element | GB/s (best) | GB/s (median) |")) << r.out;
   EXPECT_TRUE(has(r.out, "| read | 4 | ")) << r.out;
   EXPECT_TRUE(has(r.out, "| triad | 12 | ")) << r.out;
 }

@@ -79,6 +79,8 @@ TEST(Membw, ProbeReportsFinitePositiveBandwidth) {
     for (int k = 0; k < kMembwKernels; ++k) {
       EXPECT_TRUE(std::isfinite(r->gbs[k])) << membw_kernel_name(static_cast<MembwKernel>(k));
       EXPECT_GT(r->gbs[k], 0.0) << membw_kernel_name(static_cast<MembwKernel>(k));
+      EXPECT_GT(r->median_gbs[k], 0.0);
+      EXPECT_LE(r->median_gbs[k], r->gbs[k]);  // the best pass is at least the median one
     }
     p.read_only = true;
     p.read_fn = membw_read_sse2();

@@ -205,17 +205,22 @@ Result<MembwResult> measure_membw(const MembwParams& params, ThreadPool& pool) {
   constexpr float kScalar = 3.0f;
   // Each kernel alone is idempotent on these arrays (copy c=a, scale b=3c, add c=a+b, triad
   // a=b+3c), so repeating one kernel never grows the values.
+  std::vector<double> times;
+  times.reserve(params.reps);
   auto time_kernel = [&](MembwKernel k, auto&& pass) {
     pass();  // warm-up: wakes the pool, fills the TLB
-    double best = 1e30;
+    times.clear();
     for (int rep = 0; rep < params.reps; ++rep) {
       const double t0 = seconds();
       pass();
-      best = std::min(best, seconds() - t0);
+      times.push_back(seconds() - t0);
     }
+    std::sort(times.begin(), times.end());
+    const double bytes_per_pass = static_cast<double>(membw_bytes_per_element(k)) * n;
     const int i = static_cast<int>(k);
-    r.best_s[i] = best;
-    r.gbs[i] = static_cast<double>(membw_bytes_per_element(k)) * n / best / 1e9;
+    r.best_s[i] = times.front();
+    r.gbs[i] = bytes_per_pass / times.front() / 1e9;
+    r.median_gbs[i] = bytes_per_pass / times[times.size() / 2] / 1e9;
   };
   double checksum = 0;
   time_kernel(MembwKernel::kRead, [&] { checksum = membw_read(a, n, pool, read_fn); });

@@ -10,7 +10,8 @@
 //   add    c = a + b          12
 //   triad  a = b + s * c      12
 // Bytes are counted as STREAM does: each array read or written once, write-allocate traffic
-// not counted. GB/s are 1e9 bytes per second, from the best of `reps` timed passes.
+// not counted. GB/s are 1e9 bytes per second, from the best of `reps` timed passes (STREAM's
+// convention) and from the median pass.
 #pragma once
 #include <cstdint>
 
@@ -56,10 +57,12 @@ struct MembwResult {
   int64_t array_bytes = 0;  // rounded down to whole 64-byte lines
   int reps = 0;
   const char* read_isa = "";
-  double gbs[kMembwKernels] = {};     // best-of-reps GB/s; 0 for a kernel not run
-  double best_s[kMembwKernels] = {};  // seconds of that best pass
+  double gbs[kMembwKernels] = {};         // best-of-reps GB/s (STREAM's figure); 0: not run
+  double median_gbs[kMembwKernels] = {};  // median pass: the sustained figure, less noisy
+  double best_s[kMembwKernels] = {};      // seconds of the best pass
   double read_checksum = 0;           // sum the read kernel returned (the array holds 1.0f)
   double gbs_of(MembwKernel k) const { return gbs[static_cast<int>(k)]; }
+  double median_gbs_of(MembwKernel k) const { return median_gbs[static_cast<int>(k)]; }
 };
 
 // Allocates the arrays (3, or 1 when read_only), touches every page in parallel, runs one
