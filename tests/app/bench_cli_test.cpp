@@ -13,23 +13,7 @@
 namespace hc::test {
 namespace {
 
-class BenchCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new ScratchDir();
-    model_ = dir_->file("stories260K.gguf");
-    CliResult r = run_hotcold({"convert", "--llama2c", "../shared/models/stories260K/stories260K.bin",
-                               "--tokenizer", "../shared/models/stories260K/tok512.bin", "-o", model_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static ScratchDir* dir_;
-  static std::string model_;
-};
-ScratchDir* BenchCli::dir_ = nullptr;
-std::string BenchCli::model_;
-
-bool has(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+class BenchCli : public StoriesModelTest {};
 
 // The text of the JSON object value of "key" (braces included), or "" when absent. The
 // bench objects hold no braces inside strings except the model path, which tests choose.

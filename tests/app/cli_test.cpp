@@ -13,10 +13,6 @@ namespace {
 const std::string kVocabDir = "../shared/tokenizer-conformance/";
 const std::string kStoriesDir = "../shared/models/stories260K/";
 
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
 // First test string of a conformance .inp file (strings are separated by this marker).
 std::string first_inp(const std::string& vocab) {
   const std::string all = read_all(kVocabDir + vocab + ".inp");

@@ -1,6 +1,7 @@
 // Helpers for tests that run the hotcold binary: run it with arguments, capture stdout,
 // stderr and the exit status, and make scratch directories.
 #pragma once
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -56,11 +57,11 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs HC_BINARY with args (no shell interpretation of the arguments themselves).
-inline CliResult run_hotcold(const std::vector<std::string>& args) {
+// Runs `binary` with args (no shell interpretation of the arguments themselves).
+inline CliResult run_binary(const std::string& binary, const std::vector<std::string>& args) {
   ScratchDir dir;
   const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  std::string cmd = shell_quote(HC_BINARY);
+  std::string cmd = shell_quote(binary);
   for (const auto& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
   const int st = std::system(cmd.c_str());
@@ -70,5 +71,31 @@ inline CliResult run_hotcold(const std::vector<std::string>& args) {
   r.err = read_all(err);
   return r;
 }
+
+// Runs HC_BINARY with args.
+inline CliResult run_hotcold(const std::vector<std::string>& args) { return run_binary(HC_BINARY, args); }
+
+inline bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+// Test suites on the real stories260K model, converted from ../shared by the binary itself
+// once per suite: model() is its path.
+class StoriesModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir();
+    model_ = dir_->file("stories260K.gguf");
+    CliResult r = run_hotcold({"convert", "--llama2c", "../shared/models/stories260K/stories260K.bin",
+                               "--tokenizer", "../shared/models/stories260K/tok512.bin", "-o", model_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline ScratchDir* dir_ = nullptr;
+  static inline std::string model_;
+};
 
 }  // namespace hc::test

@@ -11,21 +11,7 @@
 namespace hc::test {
 namespace {
 
-class StoriesCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new ScratchDir();
-    model_ = dir_->file("stories260K.gguf");
-    CliResult r = run_hotcold({"convert", "--llama2c", "../shared/models/stories260K/stories260K.bin",
-                               "--tokenizer", "../shared/models/stories260K/tok512.bin", "-o", model_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static ScratchDir* dir_;
-  static std::string model_;
-};
-ScratchDir* StoriesCli::dir_ = nullptr;
-std::string StoriesCli::model_;
+class StoriesCli : public StoriesModelTest {};
 
 std::vector<int> parse_ids(const std::string& s) {
   std::vector<int> ids;

@@ -17,24 +17,8 @@ std::string synth_binary() {
   return (std::filesystem::path(HC_BINARY).parent_path() / "hc-synth-model").string();
 }
 
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
-
-// Runs hc-synth-model with args, as run_hotcold runs hotcold.
-CliResult run_synth(const std::vector<std::string>& args) {
-  ScratchDir dir;
-  const std::string out = dir.file("stdout"), err = dir.file("stderr");
-  std::string cmd = shell_quote(synth_binary());
-  for (const auto& a : args) cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out) + " 2>" + shell_quote(err) + " </dev/null";
-  const int st = std::system(cmd.c_str());
-  CliResult r;
-  if (st != -1 && WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-  r.out = read_all(out);
-  r.err = read_all(err);
-  return r;
-}
+// Runs hc-synth-model with args.
+CliResult run_synth(const std::vector<std::string>& args) { return run_binary(synth_binary(), args); }
 
 class SynthModel : public ::testing::Test {
  protected:
