@@ -62,28 +62,26 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
     // Prompt batches: blocked score / value GEMMs instead of one dot per (token, head, key).
     ops::attention_batch(s.q.data(), cache.k_at(il, 0), cache.v_row(il, 0), pos0, n_tok, shape,
                          scale, s.att.data(), pool, s.att_blk);
-    ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.in);
-    ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
-    return;
+  } else {
+    // llama.cpp attends over a cache view padded to 256 positions and picks its f16 matmul
+    // kernels by the batch size; both change the rounding, so mirror them.
+    const int64_t n_kv_pad = ops::attention_kv_pad(pos0 + n_tok);
+    const ops::AttentionKernels kernels = ops::attention_kernels(n_tok, hp.head_dim, n_kv_pad);
+    // Work items are (token, head) pairs so that single-token decode still uses every thread.
+    const int64_t n_items = n_tok * hp.n_head;
+    pool.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(n_items, ith, nth, &b, &e);
+      float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * 2 * n_kv_pad;
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t t = it / hp.n_head;
+        const int h = static_cast<int>(it % hp.n_head);
+        ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_row(il, 0),
+                           pos0 + t + 1, n_kv_pad, shape, scale, kernels, h, h + 1,
+                           s.att.data() + t * q_dim, tmp);
+      }
+    });
   }
-  // llama.cpp attends over a cache view padded to 256 positions and picks its f16 matmul
-  // kernels by the batch size; both change the rounding, so mirror them.
-  const int64_t n_kv_pad = ops::attention_kv_pad(pos0 + n_tok);
-  const ops::AttentionKernels kernels = ops::attention_kernels(n_tok, hp.head_dim, n_kv_pad);
-  // Work items are (token, head) pairs so that single-token decode still uses every thread.
-  const int64_t n_items = n_tok * hp.n_head;
-  pool.run([&](int ith, int nth) {
-    int64_t b, e;
-    ThreadPool::split(n_items, ith, nth, &b, &e);
-    float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * 2 * n_kv_pad;
-    for (int64_t it = b; it < e; ++it) {
-      const int64_t t = it / hp.n_head;
-      const int h = static_cast<int>(it % hp.n_head);
-      ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_row(il, 0),
-                         pos0 + t + 1, n_kv_pad, shape, scale, kernels, h, h + 1,
-                         s.att.data() + t * q_dim, tmp);
-    }
-  });
   ops::matmul(L.wo, s.att.data(), n_tok, s.proj.data(), pool, s.in);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }

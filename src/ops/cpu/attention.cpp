@@ -86,7 +86,7 @@ void attention_batch(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t
     float* p = scratch.data() + ith * per_thread;
     fp16_t* r16 = reinterpret_cast<fp16_t*>(p + kAttentionBlock * (pos0 + n_tok + 16 + hd));
     for (int64_t it = b; it < e; ++it) {
-      // Blocks in the outer order: a thread's items share K / V panels of the same heads.
+      // Item it = (query block it / n_head, head it % n_head).
       const int h = static_cast<int>(it % shape.n_head);
       const int64_t t0 = (it / shape.n_head) * kAttentionBlock;
       const int64_t nt = std::min(kAttentionBlock, n_tok - t0);

@@ -49,10 +49,11 @@ struct PanelWriter {
   void q4(int64_t s, int i, int lane, uint32_t v) const {
     std::memcpy(panel + s * stride + (i * kLanes + lane) * 4, &v, 4);
   }
+  // Scale and min of a min format (only those have the m[] slots).
   void dm(int64_t s, int lane, float d, float m) const {
     float* p = reinterpret_cast<float*>(panel + s * stride + sb * kLanes);
     p[lane] = d;
-    p[kLanes + lane] = m;  // lands in m[] for min formats; overwritten-safe slot otherwise
+    p[kLanes + lane] = m;
   }
   void d_only(int64_t s, int lane, float d) const {
     reinterpret_cast<float*>(panel + s * stride + sb * kLanes)[lane] = d;
