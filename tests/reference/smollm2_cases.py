@@ -13,7 +13,7 @@ Greedy ids are checked twice:
   order than llama.cpp's (tinyBLAS / vec_dot), and with Q8 activations a last-bit difference can
   move an activation by one quantisation level. llama.cpp is no more stable itself: on these
   prompts its own batch-512 and batch-1 last-token logits differ by up to 0.97 (Q4_1 / Q8_0) and
-  its own greedy ids diverge for 3-4 of the 6 prompts (measured 2026-11-21). So the ids may
+  its own greedy ids diverge for 3-4 of the 6 prompts (tools/ref/batch_noise.py, 2026-11-21). So the ids may
   leave llama.cpp's only at a step where llama.cpp's logit margin between its token and
   hotcold's is within llama.cpp's own batch-size noise on that prompt (max |logit difference|
   between its batch-512 and batch-1 prompt logits), or GREEDY_MIN_MARGIN, whichever is larger.
