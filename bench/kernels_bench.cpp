@@ -29,6 +29,7 @@
 #include "core/thread_pool.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/repack.h"
 #include "ops/cpu/membw.h"
 #include "ops/cpu/ops.h"
 #include "quant/kernels.h"
@@ -182,7 +183,47 @@ void bm_matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
   state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
 }
 
+// The decode layout (ops/cpu/repack.h): the same cold copies, each repacked once. `hot`: one
+// small matrix (256 x 2048, L2-resident) over and over: the kernel's compute ceiling.
+void bm_matvec_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int threads, bool hot) {
+  if (!ops::repack_available(t)) {
+    state.SkipWithError("no decode-layout kernel on this CPU");
+    return;
+  }
+  const WeightSet& w = weights(t, rows, cols);
+  const int64_t pb = ops::repack_bytes(t, cols, rows);
+  const int copies = hot ? 1 : w.copies;
+  std::vector<uint8_t> packed(static_cast<size_t>(pb * copies + 64));
+  uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  const int64_t ng = (rows + ops::kRepackRows - 1) / ops::kRepackRows;
+  for (int c = 0; c < copies; ++c)
+    ops::repack_groups(TensorView::make(t, w.copy(c), cols, rows), 0, ng, base + c * pb);
+  const std::vector<float> x = random_floats(cols, 3);
+  std::vector<float> y(static_cast<size_t>(rows));
+  ThreadPool& pool = pool_of(threads);
+  ops::MatmulInput scratch;
+  int64_t i = 0;
+  for (auto _ : state) {
+    TensorView wv = TensorView::make(t, w.copy(0), cols, rows);
+    wv.packed = base + (i++ % copies) * pb;
+    ops::matmul(wv, x.data(), 1, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report_bytes(state, static_cast<double>(w.matrix_bytes));
+}
+
 void register_matmul() {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    benchmark::RegisterBenchmark(("matvec_repacked_hot/" + std::string(dtype_name(t)) + "/256x2048/threads:1").c_str(),
+                                 [=](benchmark::State& s) { bm_matvec_repacked(s, t, 256, 2048, 1, true); })
+        ->UseRealTime();
+    for (int threads : {1, 2})
+      benchmark::RegisterBenchmark(("matvec_repacked/" + std::string(dtype_name(t)) + "/11008x4096/threads:" +
+                                    std::to_string(threads)).c_str(),
+                                   [=](benchmark::State& s) { bm_matvec_repacked(s, t, 11008, 4096, threads, false); })
+          ->UseRealTime();
+  }
   struct Shape {
     int64_t rows, cols;
   };

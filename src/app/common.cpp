@@ -19,6 +19,9 @@ void add_model_flags(ArgParser& p, ModelFlags* f) {
   p.add_int("-t,--threads", &f->threads, "number of threads (default 2)");
   p.add_int("-c,--ctx-size", &f->ctx, "context size in tokens (default: model's, max 4096)");
   p.add_int("-b,--batch-size", &f->batch, "prompt tokens per forward pass (default 512)");
+  p.add_flag("-nr,--no-repack", &f->no_repack,
+             "keep quantised weights in the file's layout, mmapped and never copied (decode is "
+             "slower; by default Q4_0/Q4_1/Q8_0/Q4_K matrices are repacked at load)");
   p.add_flag("-v,--verbose", &f->verbose, "print debug logs");
 }
 
@@ -56,12 +59,16 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
   if (f.ctx < 0) return Status::Error("-c: expected a non-negative context size, found " + std::to_string(f.ctx));
   if (f.batch < 1) return Status::Error("-b: expected a positive batch size, found " + std::to_string(f.batch));
   const double t0 = now_seconds();
-  auto m = LlamaModel::load(f.model);
+  LlamaModel::LoadOptions opt;
+  opt.repack = !f.no_repack;
+  auto m = LlamaModel::load(f.model, opt);
   if (!m.ok()) return m.status();
   const LlamaHParams& hp = (*m)->hparams();
-  HC_LOG_INFO("loaded %s: %s, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %.1f MiB, %.2f s",
+  HC_LOG_INFO("loaded %s: %s, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %.1f MiB "
+              "(%.1f MiB repacked), %.2f s",
               f.model.c_str(), hp.arch.c_str(), hp.n_layer, hp.n_embd, hp.n_ff, hp.n_head,
-              hp.n_head_kv, hp.n_vocab, (*m)->file_bytes() / 1048576.0, now_seconds() - t0);
+              hp.n_head_kv, hp.n_vocab, (*m)->file_bytes() / 1048576.0,
+              (*m)->repacked_bytes() / 1048576.0, now_seconds() - t0);
   return m;
 }
 

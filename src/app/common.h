@@ -23,6 +23,7 @@ struct ModelFlags {
   int ctx = 0;      // 0: model default (capped)
   int batch = 512;
   bool verbose = false;
+  bool no_repack = false;  // keep weights in ggml's layout (zero-copy, slower decode)
 };
 
 void add_model_flags(ArgParser& p, ModelFlags* f);

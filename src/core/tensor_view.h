@@ -13,9 +13,12 @@ struct TensorView {
   int64_t ne0 = 0;  // elements per row (contiguous)
   int64_t ne1 = 1;  // rows
   int64_t nb1 = 0;  // bytes between rows
+  // Weights only: the same matrix in the decode layout of ops/cpu/repack.h, or null. `data`
+  // stays valid either way; kernels that know the layout read this instead.
+  const void* packed = nullptr;
 
   static TensorView make(GgmlType t, const void* d, int64_t ne0, int64_t ne1) {
-    return {t, d, ne0, ne1, row_bytes(t, ne0)};
+    return {t, d, ne0, ne1, row_bytes(t, ne0), nullptr};
   }
   const uint8_t* row(int64_t i) const { return static_cast<const uint8_t*>(data) + i * nb1; }
   bool empty() const { return data == nullptr; }

@@ -1,10 +1,17 @@
 #include "model/llama_model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 
 #include "core/log.h"
+#include "ops/cpu/repack.h"
 #include "quant/quant.h"
 
 namespace hc {
@@ -100,7 +107,8 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   return hp;
 }
 
-Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& path) {
+Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& path,
+                                                           const LoadOptions& opt) {
   HC_ASSIGN_OR_RETURN(MappedFile mf, MappedFile::open(path));
   auto parsed = parse_gguf(mf.bytes());
   if (!parsed.ok()) return parsed.status().with_context("'" + path + "'");
@@ -114,7 +122,47 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
   if (!tok.ok()) return tok.status().with_context("'" + path + "': tokenizer");
   model->tok_.emplace(std::move(tok).value());
   HC_TRY(model->bind_weights().with_context("'" + path + "'"));
+  if (opt.repack) model->repack_weights(/*drop_pages=*/true);
   return std::shared_ptr<const LlamaModel>(std::move(model));
+}
+
+void LlamaModel::Unmap::operator()(uint8_t* p) const {
+  if (p) munmap(p, bytes);
+}
+
+void LlamaModel::repack_weights(bool drop_pages) {
+  std::vector<TensorView*> mats = {&w_.output};
+  for (auto& L : w_.layers) {
+    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+      mats.push_back(t);
+  }
+  const long page = sysconf(_SC_PAGESIZE);
+  for (TensorView* t : mats) {
+    if (!ops::repack_available(t->type) || t->packed || t->ne1 < ops::kRepackRows) continue;
+    const size_t bytes = static_cast<size_t>(ops::repack_bytes(t->type, t->ne0, t->ne1));
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+      HC_LOG_WARN("repacking %s weights: cannot map %zu bytes (%s); keeping the file layout",
+                  dtype_name(t->type), bytes, std::strerror(errno));
+      return;
+    }
+    madvise(mem, bytes, MADV_HUGEPAGE);  // fewer TLB misses while streaming; advisory
+    auto* dst = static_cast<uint8_t*>(mem);
+    ops::repack_groups(*t, 0, (t->ne1 + ops::kRepackRows - 1) / ops::kRepackRows, dst);
+    packed_.emplace_back(dst, Unmap{bytes});
+    repacked_bytes_ += bytes;
+    const void* orig = t->data;
+    t->packed = dst;
+    if (w_.token_embd.data == orig) w_.token_embd.packed = dst;  // tied embeddings
+    if (drop_pages) {
+      // Release the original's whole pages from this process (they stay in the page cache and
+      // would be re-read from the file if anything touched them again).
+      const auto b = reinterpret_cast<uintptr_t>(orig);
+      const uintptr_t e = b + static_cast<uintptr_t>(t->nb1 * t->ne1);
+      const uintptr_t pb = (b + page - 1) / page * page, pe = e / page * page;
+      if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
+    }
+  }
 }
 
 Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file) {

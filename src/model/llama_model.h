@@ -58,8 +58,18 @@ struct LlamaWeights {
 
 class LlamaModel {
  public:
+  struct LoadOptions {
+    // Copy Q4_0 / Q4_1 / Q8_0 / Q4_K matrices into the decode layout (ops/cpu/repack.h) when
+    // this CPU runs its kernels, and drop the mmapped pages of the originals, so resident
+    // memory stays ~ the file size. false: every weight stays a zero-copy view of the file.
+    bool repack = true;
+  };
   // Maps the file, parses GGUF, reads hyperparameters, tokenizer and binds all weights.
-  static Result<std::shared_ptr<const LlamaModel>> load(const std::string& path);
+  static Result<std::shared_ptr<const LlamaModel>> load(const std::string& path,
+                                                        const LoadOptions& opt);
+  static Result<std::shared_ptr<const LlamaModel>> load(const std::string& path) {
+    return load(path, LoadOptions{});
+  }
   // Same from an already-parsed file whose bytes outlive the model (tests, converters).
   static Result<std::shared_ptr<const LlamaModel>> from_gguf(GgufFile file);
 
@@ -72,16 +82,26 @@ class LlamaModel {
   // Bytes of weights read to decode one token (every matrix once, embeddings one row).
   uint64_t weight_bytes_per_token() const;
   uint64_t file_bytes() const { return mapped_.bytes().size(); }
+  // Bytes of weights held in the decode layout (0 without repacking).
+  uint64_t repacked_bytes() const { return repacked_bytes_; }
 
  private:
+  struct Unmap {
+    size_t bytes;
+    void operator()(uint8_t* p) const;
+  };
   LlamaModel() = default;
   Status bind_weights();
+  // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
+  void repack_weights(bool drop_pages);
 
   MappedFile mapped_;
   GgufFile file_;
   LlamaHParams hp_;
   LlamaWeights w_;
   std::optional<Tokenizer> tok_;  // always set after load
+  std::vector<std::unique_ptr<uint8_t, Unmap>> packed_;  // anonymous memory, one per matrix
+  uint64_t repacked_bytes_ = 0;
 };
 
 }  // namespace hc

@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "ops/cpu/gemm_kernels.h"
+#include "ops/cpu/repack.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -152,7 +153,18 @@ void pack_int_panel(const TensorView& w, const IntFormat& f, int64_t r0, int nro
   const int64_t ns = w.ne0 / f.sb;
   if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(ns * f.sub_stride()));
   const PanelWriter pw{panel, f.sub_stride(), f.sb};
-  for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
+  if (!w.packed) {
+    for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
+    return;
+  }
+  // Repacked weights: rebuild each row's ggml blocks from the decode layout, so the mmapped
+  // original (whose pages the model has dropped) is never touched again.
+  thread_local std::vector<uint8_t> row;
+  row.resize(static_cast<size_t>(row_bytes(w.type, w.ne0)));
+  for (int r = 0; r < nrows; ++r) {
+    repack_unpack_row(w, r0 + r, row.data());
+    pack_row(w.type, row.data(), w.ne0, pw, r);
+  }
 }
 
 // ---- Activations for the integer path: ggml's quantised rows -> q / dx / corr arrays.

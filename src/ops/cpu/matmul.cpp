@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/repack.h"
 #include "quant/quant.h"
 
 namespace hc::ops {
@@ -66,6 +67,10 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
   const uint8_t* xq = in.quantized(vt, pool);
   if (in.n_tok() >= kGemmMinTokens && gemm_available(w.type)) {
     gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
+    return;
+  }
+  if (w.packed && repack_available(w.type)) {
+    repack_matmul(w, xq, in.n_tok(), y, pool);  // decode: 16 rows per SIMD pass
     return;
   }
   const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row

@@ -1,7 +1,9 @@
 #include "ops/cpu/ops.h"
 
 #include <cmath>
+#include <vector>
 
+#include "ops/cpu/repack.h"
 #include "ops/cpu/vec.h"
 #include "quant/quant.h"
 
@@ -60,6 +62,13 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void get_row(const TensorView& table, int64_t i, float* out) {
+  if (table.packed) {  // tied embeddings in the decode layout: leave the dropped pages alone
+    thread_local std::vector<uint8_t> row;
+    row.resize(static_cast<size_t>(row_bytes(table.type, table.ne0)));
+    repack_unpack_row(table, i, row.data());
+    quant::dequantize_row(table.type, row.data(), out, table.ne0);
+    return;
+  }
   quant::dequantize_row(table.type, table.row(i), out, table.ne0);
 }
 

@@ -1,0 +1,72 @@
+// Decode layout for quantised weights: rows interleaved in groups of 16, one SIMD lane per row.
+//
+// A batch-1 matrix-vector product on ggml's row-major blocks is compute-bound on this class of
+// CPU for 4-bit types (every block is unpacked, its fp16 scale converted and broadcast, its
+// 8-lane partial sums converted and accumulated, all for one row). In the interleaved layout
+// the same instructions serve 16 rows at once (a zmm lane per row), which is what lets decode
+// stream weights at memory speed. llama.cpp does the same at load (ggml-cpu "repack",
+// q4_0_8x8 and friends).
+//
+// The layout is made once at load (LlamaModel, unless --no-repack) into anonymous memory; the
+// model then drops the mmapped pages of the original tensor so peak RSS stays ~ file size.
+// TensorView::packed points to it; TensorView::data stays valid (pages are re-read from the
+// file if anything still reads them), so code that ignores `packed` is correct, only slower.
+//
+// Group g holds rows 16g .. 16g + 15 (the last group zero-padded), for nb blocks per row:
+//   Q4_0:  uint8 q[nb][4][16][4]   chunk c, lane r = bytes 4c .. 4c + 3 of row r's block qs:
+//                                  low nibbles are elements 4c .. 4c+3, high 16+4c .. 16+4c+3
+//          fp16  d[nb][16]
+//   Q4_1:  q as Q4_0;  fp16 dm[nb][2][16] (d then m)
+//   Q8_0:  uint8 q[nb][8][16][4]   chunk j = bytes 4j .. 4j + 3 of qs, stored as q + 128
+//          fp16  d[nb][16]
+//   Q4_K:  uint8 q[nb][4][8][16][4]  pair p, chunk c = bytes 32p + 4c .. of qs: low nibbles
+//                                  are sub-block 2p, high nibbles sub-block 2p + 1
+//          per block: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p, 2p + 1 side by
+//          side per lane), fp16 d[16], fp16 dmin[16]
+// Each group starts on a 64-byte boundary.
+//
+// Arithmetic (per row r and token; the AVX-512 kernels and their scalar twins do exactly this):
+//   Q8_0, Q4_1: ggml-cpu's x86 vec_dot order, so results are bit-identical to quant::vec_dot
+//     (and to llama.cpp, which runs that kernel for these types): per block, dd = f16(d_w) *
+//     f16(d_a); for each group j of 4 elements acc_j = fma(dd, float(int dot of group j),
+//     acc_j); the 8 accumulators are reduced as ggml's hsum_float_8 reduces its 8 lanes. Q4_1
+//     adds the sum of fma(f16(m_w), f16(s_a)) over blocks.
+//   Q4_0: per block, acc = fma(dd / 16, float(16 * int dot of the block), acc) (the high
+//     nibbles are used in place, as 16 q): 8x fewer converts and
+//     FMAs than ggml's order (llama.cpp repacks Q4_0 as well, so its batch-1 result is not
+//     vec_dot's either); agrees with vec_dot up to float rounding.
+//   Q4_K: per super-block, isum16 = 16 * sum_j sc_j * (int dot of sub-block j), msum = sum_j
+//     mn_j * (activation sum of sub-block j); acc = fma(float(isum16), (f16(d_w) * d_a) / 16,
+//     acc); acc = fma(float(msum), -(f16(dmin_w) * d_a), acc). Not ggml's order (llama.cpp repacks
+//     Q4_K too), so it agrees with vec_dot up to float rounding.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor_view.h"
+#include "core/thread_pool.h"
+
+namespace hc::ops {
+
+constexpr int kRepackRows = 16;
+
+// Types with a decode layout.
+bool repack_supports(GgmlType t);
+// True when the SIMD decode kernel runs on this CPU (AVX-512 VNNI, honouring HOTCOLD_ISA).
+bool repack_available(GgmlType t);
+
+// Bytes of the layout of a [ne1 rows, ne0] matrix of type t (repack_supports(t)).
+int64_t repack_bytes(GgmlType t, int64_t ne0, int64_t ne1);
+// Writes w's rows [g0 * 16, g1 * 16) (groups g0 .. g1 - 1) into the layout at dst (the whole
+// layout's base, 64-byte aligned).
+void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst);
+// Reconstructs row r of a repacked weight in ggml's block format (row_bytes(type, ne0) bytes).
+void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst);
+
+// y[t * w.ne1 + r] = W[r] . x[t] for t < n_tok, from the layout at w.packed; xq as matmul's
+// quantised activation rows. HC_CHECK: repack_available(w.type).
+void repack_matmul(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
+                   ThreadPool& pool);
+// The scalar twin, one thread: bit-identical to repack_matmul.
+void repack_matmul_ref(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y);
+
+}  // namespace hc::ops

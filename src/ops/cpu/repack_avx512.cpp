@@ -1,0 +1,168 @@
+// AVX-512 VNNI group kernels of the decode layout (repack.h): one zmm lane per weight row, the
+// activation's 4 bytes of each group broadcast from memory into vpdpbusd. The scalar twins in
+// repack.cpp do the same operations in the same order.
+// GCC 12 reports its own _mm512 intrinsics' internal "undefined" operands as maybe-uninitialised.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ops/cpu/repack_kernels.h"
+
+namespace hc::ops::repack_detail {
+namespace {
+
+// Software prefetch of every weight line kPrefetch bytes ahead, into L2 (_MM_HINT_T1): on the
+// Zen 4 test machine the hardware prefetchers alone left a single thread at ~11-17 GB/s;
+// 8 KiB ahead into L2 reached 19-20 GB/s per thread and ~90% of the 2-thread read bandwidth
+// (hc-kernel-bench matvec_repacked/*, 1-16 KiB and T0/T1 tried; docs/BENCHMARKS.md).
+constexpr int64_t kPrefetch = 8192;
+#define HC_HINT _MM_HINT_T1
+
+inline __m512i bcst4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m512 f16x16(const void* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+}
+
+// 32-element blocks. kChunks: 4 (nibbles: chunk c gives groups c and c + 4) or 8 (bytes).
+// kOffset: Q4_0 / Q8_0 start each group's integer sum at a.corr (-offset * group sum).
+template <int kChunks, bool kOffset, bool kMin>
+void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  const uint8_t* sc = g + nb * kChunks * 64;
+  constexpr int kScale = kMin ? 64 : 32;
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) acc[j] = _mm512_setzero_ps();
+  __m512 summ = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + b * kChunks * 64;
+    const int8_t* aq = a.q + b * a.block_bytes;
+    // Every cache line of the block kPrefetch bytes ahead, and the scales' line.
+#pragma GCC unroll 8
+    for (int c = 0; c < kChunks; ++c)
+      _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch + 64 * c), HC_HINT);
+    _mm_prefetch(reinterpret_cast<const char*>(sc + b * kScale + kPrefetch / 8), HC_HINT);
+    const __m512 dd = _mm512_mul_ps(f16x16(sc + b * kScale), _mm512_set1_ps(a.d[b]));
+    if constexpr (kMin)
+      summ = _mm512_fmadd_ps(f16x16(sc + b * kScale + 32), _mm512_set1_ps(a.s[b]), summ);
+    __m512i p[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j)
+      p[j] = kOffset ? _mm512_set1_epi32(a.corr[b * 8 + j]) : _mm512_setzero_si512();
+    if constexpr (kChunks == 4) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * c);
+        const __m512i lo = _mm512_and_si512(v, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        p[c] = _mm512_dpbusd_epi32(p[c], lo, bcst4(aq + 4 * c));
+        p[c + 4] = _mm512_dpbusd_epi32(p[c + 4], hi, bcst4(aq + 16 + 4 * c));
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c)
+        p[c] = _mm512_dpbusd_epi32(p[c], _mm512_loadu_si512(q + 64 * c), bcst4(aq + 4 * c));
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) acc[j] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(p[j]), acc[j]);
+  }
+  // ggml's hsum_float_8 over its 8 lanes: ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)).
+  __m512 r = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                           _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+  if constexpr (kMin) r = _mm512_add_ps(r, summ);
+  _mm512_storeu_ps(out, r);
+}
+
+// Q4_0 in a shorter order than ggml's (llama.cpp repacks Q4_0 as well): one integer sum per
+// block, started at -8 * (sum of the block's activation levels), then one convert and one FMA.
+// The high nibbles stay in place (v & 0xF0 = 16 * q), so the sum is kept as 16x and the scale
+// divided by 16 (exact).
+void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  const uint8_t* sc = g + nb * kQ4Chunk;
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + b * kQ4Chunk;
+    const int8_t* aq = a.q + b * a.block_bytes;
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c)
+      _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch + 64 * c), HC_HINT);
+    _mm_prefetch(reinterpret_cast<const char*>(sc + b * 32 + kPrefetch / 8), HC_HINT);
+    __m512i plo = _mm512_set1_epi32(a.corr_sum[b]), phi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * c);
+      plo = _mm512_dpbusd_epi32(plo, _mm512_and_si512(v, m_lo), bcst4(aq + 4 * c));
+      phi = _mm512_dpbusd_epi32(phi, _mm512_and_si512(v, m_hi), bcst4(aq + 16 + 4 * c));
+    }
+    const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(f16x16(sc + b * 32), _mm512_set1_ps(a.d[b])),
+                                      _mm512_set1_ps(0.0625f));
+    const __m512i p16 = _mm512_add_epi32(_mm512_slli_epi32(plo, 4), phi);
+    acc = _mm512_fmadd_ps(dd16, _mm512_cvtepi32_ps(p16), acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+void q4_1(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32<4, false, true>(g, nb, a, out); }
+void q8_0(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32<8, true, false>(g, nb, a, out); }
+
+// Q4_K: each 64-byte chunk feeds sub-block 2p from its low nibbles (v & 0x0F) and sub-block
+// 2p + 1 from its high nibbles left in place (v & 0xF0 = 16 * q), which saves the shift: the
+// integer sum is kept as 16 * isum and the scale divided by 16 (exact). The mins' term is a
+// vpdpwssd of the (mn_2p, mn_2p+1) word pairs against the activations' sub-block sums.
+void q4_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  const uint8_t* scales = g + nb * kQ4KChunk;
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + b * kQ4KChunk;
+    const int8_t* aq = a.q + b * a.block_bytes;
+    const uint8_t* sm = scales + b * kQ4KScaleBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(sm + kPrefetch / 8), HC_HINT);
+    __m512i lo_sum = _mm512_setzero_si512(), hi_sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int pr = 0; pr < 4; ++pr) {
+      __m512i slo = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const uint8_t* qc = q + (pr * 8 + c) * 64;
+        _mm_prefetch(reinterpret_cast<const char*>(qc + kPrefetch), HC_HINT);
+        const __m512i v = _mm512_loadu_si512(qc);
+        slo = _mm512_dpbusd_epi32(slo, _mm512_and_si512(v, m_lo), bcst4(aq + 64 * pr + 4 * c));
+        shi = _mm512_dpbusd_epi32(shi, _mm512_and_si512(v, m_hi), bcst4(aq + 64 * pr + 32 + 4 * c));
+      }
+      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr)));
+      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr + 16)));
+      lo_sum = _mm512_add_epi32(lo_sum, _mm512_mullo_epi32(slo, s0));
+      hi_sum = _mm512_add_epi32(hi_sum, _mm512_mullo_epi32(shi, s1));
+    }
+    const __m512i isum16 = _mm512_add_epi32(_mm512_slli_epi32(lo_sum, 4), hi_sum);
+    __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int pr = 0; pr < 4; ++pr) {
+      const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + 128 + 32 * pr)));
+      msum = _mm512_dpwssd_epi32(msum, mn, _mm512_set1_epi32(a.corr[b * 8 + pr]));
+    }
+    const __m512 da = _mm512_set1_ps(a.d[b]);
+    const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(f16x16(sm + 256), da), _mm512_set1_ps(0.0625f));
+    const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(f16x16(sm + 288), da));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum16), dd16, acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc);
+  }
+  _mm512_storeu_ps(out, acc);
+}
+
+}  // namespace
+
+const Kernels& avx512_kernels() {
+  static const Kernels k{q4_0, q4_1, q8_0, q4_K};
+  return k;
+}
+
+}  // namespace hc::ops::repack_detail
