@@ -30,6 +30,10 @@ struct ForwardScratch {
   ops::MatmulInput in;          // current matmul input, quantised once per dot type
 };
 
+// Largest number of tokens one forward pass computes at once; longer calls run in several
+// micro-batches (like llama.cpp's n_ubatch), so the scratch stays bounded.
+constexpr int64_t kForwardUbatch = 128;
+
 // Runs tokens at positions [pos0, pos0 + tokens.size()), appending their K/V to the cache.
 // logits receives [n_vocab] for the last token, or [n_tok, n_vocab] when all_logits.
 Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,

@@ -71,11 +71,14 @@ class LlamaModel {
     return load(path, LoadOptions{});
   }
   // Same from an already-parsed file whose bytes outlive the model (tests, converters).
-  static Result<std::shared_ptr<const LlamaModel>> from_gguf(GgufFile file);
+  // repack: as LoadOptions::repack, but the file's bytes are left alone (not an mmap).
+  static Result<std::shared_ptr<const LlamaModel>> from_gguf(GgufFile file, bool repack = false);
 
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaWeights& weights() const { return w_; }
   const Tokenizer& tokenizer() const { return *tok_; }
+  // Metadata and tensor table. After load(), the tokenizer.ggml.* arrays are empty (their
+  // contents live in tokenizer()).
   const GgufFile& gguf() const { return file_; }
   // RoPE theta_scale = freq_base^(-2/n_rot), as ggml computes it.
   float rope_theta_scale() const;

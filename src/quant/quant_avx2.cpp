@@ -27,11 +27,19 @@ inline __m256i dot_i8i8(__m256i x, __m256i y) {
 
 // ---- Float types: 4 x 8 lanes of FMA, scalar tail.
 
-template <class Load8, class Load1>
-float dot_floats(int64_t n, Load8 load8, Load1 load1) {
+// The weight row (w, kElemBytes per element) is prefetched 8 KiB ahead into L2: matrix rows
+// are contiguous, so this runs into the next rows of a matrix-vector product, which the
+// hardware prefetchers alone left at ~75% of the read bandwidth on long F16 rows.
+template <int kElemBytes, class Load8, class Load1>
+float dot_floats(int64_t n, const void* w, Load8 load8, Load1 load1) {
+  constexpr int64_t kAhead = 8192;
+  const char* wp = static_cast<const char*>(w);
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+#pragma GCC unroll 2
+    for (int l = 0; l < 32 * kElemBytes / 64; ++l)
+      _mm_prefetch(wp + i * kElemBytes + kAhead + 64 * l, _MM_HINT_T1);
     a0 = _mm256_fmadd_ps(load8(0, i + 0), load8(1, i + 0), a0);
     a1 = _mm256_fmadd_ps(load8(0, i + 8), load8(1, i + 8), a1);
     a2 = _mm256_fmadd_ps(load8(0, i + 16), load8(1, i + 16), a2);
@@ -45,15 +53,15 @@ float dot_floats(int64_t n, Load8 load8, Load1 load1) {
 
 float vec_dot_f32(int64_t n, const void* w, const void* a) {
   const float* p[2] = {static_cast<const float*>(w), static_cast<const float*>(a)};
-  return dot_floats(
-      n, [&](int s, int64_t i) { return _mm256_loadu_ps(p[s] + i); },
+  return dot_floats<4>(
+      n, w, [&](int s, int64_t i) { return _mm256_loadu_ps(p[s] + i); },
       [&](int s, int64_t i) { return p[s][i]; });
 }
 
 float vec_dot_f16(int64_t n, const void* w, const void* a) {
   const fp16_t* p[2] = {static_cast<const fp16_t*>(w), static_cast<const fp16_t*>(a)};
-  return dot_floats(
-      n, [&](int s, int64_t i) { return _mm256_cvtph_ps(loadu128(p[s] + i)); },
+  return dot_floats<2>(
+      n, w, [&](int s, int64_t i) { return _mm256_cvtph_ps(loadu128(p[s] + i)); },
       [&](int s, int64_t i) { return f16(p[s][i]); });
 }
 
@@ -63,8 +71,8 @@ inline __m256 bf16x8(const bf16_t* p) {
 
 float vec_dot_bf16(int64_t n, const void* w, const void* a) {
   const bf16_t* p[2] = {static_cast<const bf16_t*>(w), static_cast<const bf16_t*>(a)};
-  return dot_floats(
-      n, [&](int s, int64_t i) { return bf16x8(p[s] + i); },
+  return dot_floats<2>(
+      n, w, [&](int s, int64_t i) { return bf16x8(p[s] + i); },
       [&](int s, int64_t i) {
         const uint32_t bits = static_cast<uint32_t>(p[s][i]) << 16;
         float f;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/llama_forward.h"
@@ -12,10 +13,10 @@ namespace {
 using testing::TinyModel;
 using testing::TinyModelSpec;
 
-std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes) {
+std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes, bool repack = false) {
   auto f = parse_gguf(bytes);
   EXPECT_TRUE(f.ok()) << f.message();
-  auto m = LlamaModel::from_gguf(std::move(f).value());
+  auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
   EXPECT_TRUE(m.ok()) << m.message();
   return m.ok() ? *m : nullptr;
 }
@@ -68,11 +69,83 @@ TEST_P(ForwardTypes, BatchedPrefillEqualsTokenByTokenDecode) {
     ASSERT_NEAR(logits[i], ref[i], rel * (1 + max_abs)) << dtype_name(GetParam()) << " at " << i;
 }
 
+// The decode layout (ops/cpu/repack.h), tied embeddings included: token-by-token logits equal
+// the file layout's bit for bit for Q8_0 / Q4_1 (ggml's order is kept) and within the batched
+// test's bound for the others (Q4_0 / Q4_K sum in another order).
+TEST_P(ForwardTypes, RepackedWeightsDecodeLikeTheFileLayout) {
+  for (bool tied : {false, true}) {
+    TinyModelSpec spec;
+    spec.wtype = GetParam();
+    spec.n_embd = 256;
+    spec.n_ff = 256;
+    spec.tied = tied;
+    TinyModel tm(spec);
+    auto bytes = tm.bytes();
+    auto plain = load(bytes, false);
+    auto packed = load(bytes, true);
+    ASSERT_TRUE(plain && packed);
+    const bool has_layout = packed->repacked_bytes() > 0;
+    if (!has_layout) continue;  // a type without a layout, or a CPU without AVX-512 VNNI
+    EXPECT_EQ(packed->weights().output.packed != nullptr, true);
+    EXPECT_EQ(packed->weights().token_embd.packed != nullptr, tied);
+    const std::vector<int32_t> toks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18};
+    const auto a = decode_one_by_one(*plain, toks, 2);
+    const auto b = decode_one_by_one(*packed, toks, 2);
+    ASSERT_EQ(a.size(), b.size());
+    const bool exact = GetParam() == GgmlType::Q8_0 || GetParam() == GgmlType::Q4_1;
+    float max_abs = 0;
+    for (float v : a) max_abs = std::max(max_abs, std::fabs(v));
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (exact) ASSERT_EQ(a[i], b[i]) << dtype_name(GetParam()) << " tied " << tied << " at " << i;
+      else ASSERT_NEAR(a[i], b[i], 5e-2f * (1 + max_abs)) << dtype_name(GetParam()) << " at " << i;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, ForwardTypes,
                          ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
                                            GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K,
                                            GgmlType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// A call longer than kForwardUbatch runs in micro-batches: the same bits as the caller making
+// the calls itself at the same boundaries, with all-logits rows in order, and with last-token
+// logits only (the earlier micro-batches skip the output matmul).
+TEST(Forward, LongCallsRunInMicroBatches) {
+  TinyModelSpec spec;
+  spec.wtype = GgmlType::Q8_0;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = load(bytes);
+  ASSERT_TRUE(m);
+  const int64_t n = 2 * kForwardUbatch + 44;
+  std::vector<int32_t> toks(n);
+  for (int64_t i = 0; i < n; ++i) toks[i] = static_cast<int32_t>(1 + (i * 7) % (spec.n_vocab - 1));
+  const int64_t kv_dim = int64_t{m->hparams().n_head_kv} * m->hparams().head_dim;
+  const int64_t nv = m->hparams().n_vocab;
+  ThreadPool pool(2);
+  KvCache c1(m->hparams().n_layer, 512, kv_dim), c2(m->hparams().n_layer, 512, kv_dim),
+      c3(m->hparams().n_layer, 512, kv_dim);
+  ForwardScratch s1, s2, s3;
+  std::vector<float> whole, last, part, parts;
+  ASSERT_TRUE(llama_forward(*m, c1, s1, pool, toks, 0, true, &whole).ok());
+  ASSERT_EQ(whole.size(), static_cast<size_t>(n * nv));
+  for (int64_t b = 0; b < n; b += kForwardUbatch) {
+    const int64_t len = std::min<int64_t>(kForwardUbatch, n - b);
+    ASSERT_TRUE(llama_forward(*m, c2, s2, pool, std::span(toks).subspan(b, len), static_cast<int>(b), true, &part).ok());
+    parts.insert(parts.end(), part.begin(), part.end());
+  }
+  ASSERT_EQ(whole, parts);
+  ASSERT_TRUE(llama_forward(*m, c3, s3, pool, toks, 0, false, &last).ok());
+  ASSERT_EQ(last.size(), static_cast<size_t>(nv));
+  KvCache c4(m->hparams().n_layer, 512, kv_dim);
+  ForwardScratch s4;
+  for (int64_t b = 0; b < n; b += kForwardUbatch) {
+    const int64_t len = std::min<int64_t>(kForwardUbatch, n - b);
+    ASSERT_TRUE(llama_forward(*m, c4, s4, pool, std::span(toks).subspan(b, len), static_cast<int>(b), false, &part).ok());
+  }
+  ASSERT_EQ(last, part);
+}
 
 TEST(Forward, ReluModelsUseReglu) {
   TinyModelSpec a, b;
