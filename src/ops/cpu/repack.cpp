@@ -54,6 +54,12 @@ int64_t group_bytes(GgmlType t, int64_t ne0) {
 inline int32_t dot4(const uint8_t* w, const int8_t* x) {
   return w[0] * x[0] + w[1] * x[1] + w[2] * x[2] + w[3] * x[3];
 }
+// dot4 of one lane's 4 bytes after (byte >> shift) & mask: the nibble unpacking of the kernels.
+inline int32_t dot4_nib(const uint8_t* w, int shift, uint8_t mask, const int8_t* x) {
+  const uint8_t v[4] = {uint8_t((w[0] >> shift) & mask), uint8_t((w[1] >> shift) & mask),
+                        uint8_t((w[2] >> shift) & mask), uint8_t((w[3] >> shift) & mask)};
+  return dot4(v, x);
+}
 
 template <int kChunks, bool kOffset, bool kMin>
 void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
@@ -72,10 +78,8 @@ void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
       for (int c = 0; c < kChunks; ++c) {
         const uint8_t* w = q + 64 * c + 4 * r;
         if (kChunks == 4) {
-          const uint8_t lo[4] = {uint8_t(w[0] & 15), uint8_t(w[1] & 15), uint8_t(w[2] & 15), uint8_t(w[3] & 15)};
-          const uint8_t hi[4] = {uint8_t(w[0] >> 4), uint8_t(w[1] >> 4), uint8_t(w[2] >> 4), uint8_t(w[3] >> 4)};
-          p[c] += dot4(lo, aq + 4 * c);
-          p[c + 4] += dot4(hi, aq + 16 + 4 * c);
+          p[c] += dot4_nib(w, 0, 0x0F, aq + 4 * c);
+          p[c + 4] += dot4_nib(w, 4, 0x0F, aq + 16 + 4 * c);
         } else {
           p[c] += dot4(w, aq + 4 * c);
         }
@@ -98,10 +102,8 @@ void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
       int32_t plo = a.corr_sum[b], phi = 0;
       for (int c = 0; c < 4; ++c) {
         const uint8_t* w = q + 64 * c + 4 * r;
-        const uint8_t lo[4] = {uint8_t(w[0] & 15), uint8_t(w[1] & 15), uint8_t(w[2] & 15), uint8_t(w[3] & 15)};
-        const uint8_t hi[4] = {uint8_t(w[0] & 0xF0), uint8_t(w[1] & 0xF0), uint8_t(w[2] & 0xF0), uint8_t(w[3] & 0xF0)};
-        plo += dot4(lo, aq + 4 * c);
-        phi += dot4(hi, aq + 16 + 4 * c);
+        plo += dot4_nib(w, 0, 0x0F, aq + 4 * c);
+        phi += dot4_nib(w, 0, 0xF0, aq + 16 + 4 * c);
       }
       const float dd16 = (f16(ld16(sc + b * 32 + 2 * r)) * a.d[b]) * 0.0625f;
       acc = std::fma(dd16, static_cast<float>(plo * 16 + phi), acc);
@@ -125,10 +127,8 @@ void q4_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
         int32_t slo = 0, shi = 0;
         for (int c = 0; c < 8; ++c) {
           const uint8_t* w = q + (pr * 8 + c) * 64 + 4 * r;
-          const uint8_t lo[4] = {uint8_t(w[0] & 0x0F), uint8_t(w[1] & 0x0F), uint8_t(w[2] & 0x0F), uint8_t(w[3] & 0x0F)};
-          const uint8_t hi[4] = {uint8_t(w[0] & 0xF0), uint8_t(w[1] & 0xF0), uint8_t(w[2] & 0xF0), uint8_t(w[3] & 0xF0)};
-          slo += dot4(lo, aq + 64 * pr + 4 * c);
-          shi += dot4(hi, aq + 64 * pr + 32 + 4 * c);
+          slo += dot4_nib(w, 0, 0x0F, aq + 64 * pr + 4 * c);
+          shi += dot4_nib(w, 0, 0xF0, aq + 64 * pr + 32 + 4 * c);
         }
         lo_sum += slo * sm[32 * pr + r];
         hi_sum += shi * sm[32 * pr + 16 + r];
