@@ -13,8 +13,8 @@ namespace {
 struct Bigram {
   int left;
   int right;
-  std::string text;  // left + right when queued: a later mismatch means stale
   int32_t rank;
+  size_t size;  // bytes of left + right when queued: a later mismatch means stale
 };
 
 // Min-heap order on rank, then the leftmost pair.
@@ -33,17 +33,27 @@ void tokenize_word(const Tokenizer::Vocab& vocab, const std::string& word,
   } else {
     append_utf8_symbols(word, &symbols);
   }
+  const auto text_of = [&](int i) { return std::string_view(symbols[i].text, symbols[i].n); };
+  std::vector<int32_t> ids(symbols.size());  // [symbols] token id of each symbol's text, or -1
+  for (size_t i = 0; i < symbols.size(); ++i) ids[i] = vocab.find(text_of(static_cast<int>(i)));
 
+  // llama.cpp looks pairs up by their texts. Words are GPT-2 byte-encoded (no raw spaces), so
+  // a pair of texts names at most one merge: by token ids when both are tokens, else by text.
+  const auto rank_of = [&](int left, int right) -> int32_t {
+    if (ids[left] >= 0 && ids[right] >= 0) return vocab.merge_rank(ids[left], ids[right]);
+    if (vocab.merges_by_text.empty()) return -1;
+    std::string key(text_of(left));
+    key += ' ';
+    key += text_of(right);
+    const auto it = vocab.merges_by_text.find(key);
+    return it == vocab.merges_by_text.end() ? -1 : it->second;
+  };
   std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
   const auto add_bigram = [&](int left, int right) {
     if (left == -1 || right == -1) return;
-    std::string key(symbols[left].text, symbols[left].n);
-    key += ' ';
-    key.append(symbols[right].text, symbols[right].n);
-    const auto it = vocab.bpe_ranks.find(key);
-    if (it == vocab.bpe_ranks.end()) return;
-    key.erase(symbols[left].n, 1);  // drop the separator: the pair's text
-    queue.push({left, right, std::move(key), it->second});
+    const int32_t rank = rank_of(left, right);
+    if (rank < 0) return;
+    queue.push({left, right, rank, symbols[left].n + symbols[right].n});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) add_bigram(i - 1, i);
 
@@ -52,28 +62,25 @@ void tokenize_word(const Tokenizer::Vocab& vocab, const std::string& word,
     queue.pop();
     Symbol& left = symbols[bigram.left];
     Symbol& right = symbols[bigram.right];
-    if (left.n == 0 || right.n == 0) continue;
-    if (left.n + right.n != bigram.text.size() ||
-        std::string_view(left.text, left.n + right.n) != bigram.text) {
-      continue;
-    }
+    // Symbols only grow rightwards from a fixed start, so an unchanged size means unchanged
+    // text (llama.cpp compares the texts).
+    if (left.n == 0 || right.n == 0 || left.n + right.n != bigram.size) continue;
     merge_symbols(symbols, bigram.left, bigram.right);
+    ids[bigram.left] = vocab.find(text_of(bigram.left));
     add_bigram(left.prev, bigram.left);
     add_bigram(bigram.left, left.next);
   }
 
-  for (const Symbol& sym : symbols) {
-    if (sym.n == 0) continue;
-    const std::string text(sym.text, sym.n);
-    const int32_t id = vocab.find(text);
-    if (id >= 0) {
-      out->push_back(id);
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    if (symbols[i].n == 0) continue;
+    if (ids[i] >= 0) {
+      out->push_back(ids[i]);
       continue;
     }
     // As llama.cpp: try each byte of the encoded text as a token of its own (only ASCII ones
     // can exist), silently dropping the rest.
-    for (const char ch : text) {
-      const int32_t byte_id = vocab.find(std::string(1, ch));
+    for (const char ch : text_of(static_cast<int>(i))) {
+      const int32_t byte_id = vocab.find(std::string_view(&ch, 1));
       if (byte_id >= 0) out->push_back(byte_id);
     }
   }

@@ -30,8 +30,11 @@ struct BigramLess {
 int32_t Tokenizer::Vocab::spm_byte_token(uint8_t byte) const {
   static constexpr char kHex[] = "0123456789ABCDEF";
   const char hex[7] = {'<', '0', 'x', kHex[byte >> 4], kHex[byte & 15], '>', 0};
-  int32_t id = find(hex);
-  if (id < 0) id = find(std::string(1, static_cast<char>(byte)));
+  int32_t id = find(std::string_view(hex, 6));
+  if (id < 0) {
+    const char c = static_cast<char>(byte);
+    id = find(std::string_view(&c, 1));
+  }
   return id >= 0 ? id : unk;
 }
 
@@ -43,10 +46,10 @@ void spm_tokenize(const Tokenizer::Vocab& vocab, std::string_view text, std::vec
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
   const auto try_add_bigram = [&](int left, int right) {
     if (left == -1 || right == -1) return;
-    const std::string pair(symbols[left].text, symbols[left].n + symbols[right].n);
+    const std::string_view pair(symbols[left].text, symbols[left].n + symbols[right].n);
     const int32_t id = vocab.find(pair);
     if (id < 0) return;
-    queue.push({left, right, vocab.tokens[id].score, pair.size()});
+    queue.push({left, right, vocab.score(id), pair.size()});
   };
   for (int i = 1; i < static_cast<int>(symbols.size()); ++i) try_add_bigram(i - 1, i);
 
@@ -65,7 +68,7 @@ void spm_tokenize(const Tokenizer::Vocab& vocab, std::string_view text, std::vec
   // (llama.cpp's resegment() can never find them in its merge map), and those become bytes.
   for (int i = 0; i != -1; i = symbols[i].next) {
     const Symbol& sym = symbols[i];
-    const int32_t id = vocab.find(std::string(sym.text, sym.n));
+    const int32_t id = vocab.find(std::string_view(sym.text, sym.n));
     if (id >= 0) {
       out->push_back(id);
       continue;

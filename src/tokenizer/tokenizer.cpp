@@ -27,9 +27,9 @@ std::vector<Fragment> partition_special(const Vocab& vocab, std::string_view tex
   std::vector<Fragment> frags;
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
   for (const int32_t id : vocab.special_tokens) {
-    const Vocab::Token& tok = vocab.tokens[id];
-    if (!parse_special && (tok.attr & (kAttrControl | kAttrUnknown))) continue;
-    const std::string& needle = tok.text;
+    const uint32_t attr = vocab.attr(id);
+    if (!parse_special && (attr & (kAttrControl | kAttrUnknown))) continue;
+    const std::string_view needle = vocab.text(id);
     std::vector<Fragment> next;
     next.reserve(frags.size());
     for (const Fragment& frag : frags) {
@@ -46,14 +46,14 @@ std::vector<Fragment> partition_special(const Vocab& vocab, std::string_view tex
           break;
         }
         size_t left_len = match - base;
-        if (tok.attr & kAttrLstrip) {
+        if (attr & kAttrLstrip) {
           while (left_len > 0 && is_c_space(text[base + left_len - 1])) left_len--;
         }
         if (left_len > 0) next.push_back({-1, base, left_len});
         next.push_back({id, 0, 0});
         size_t right = match + needle.size();
         size_t right_len = base + len - right;
-        if (tok.attr & kAttrRstrip) {
+        if (attr & kAttrRstrip) {
           while (right_len > 0 && is_c_space(text[right])) {
             right++;
             right_len--;
@@ -156,8 +156,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
 std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
   const Vocab& v = *vocab_;
   if (!v.valid(id)) return "";
-  if (!special && (v.tokens[id].attr & (kAttrUnknown | kAttrControl))) return "";
-  return v.pieces[id];
+  if (!special && (v.attr(id) & (kAttrUnknown | kAttrControl))) return "";
+  return v.render_piece(id);
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const {
@@ -180,12 +180,10 @@ int32_t Tokenizer::eot_id() const { return vocab_->eot; }
 bool Tokenizer::is_eog(int32_t id) const { return id != -1 && vocab_->eog.count(id) > 0; }
 bool Tokenizer::add_bos() const { return vocab_->add_bos; }
 bool Tokenizer::add_eos() const { return vocab_->add_eos; }
-int32_t Tokenizer::token_id(std::string_view piece) const {
-  return vocab_->find(std::string(piece));
-}
-const std::string& Tokenizer::token_text(int32_t id) const {
+int32_t Tokenizer::token_id(std::string_view piece) const { return vocab_->find(piece); }
+std::string_view Tokenizer::token_text(int32_t id) const {
   HC_CHECK(vocab_->valid(id));
-  return vocab_->tokens[id].text;
+  return vocab_->text(id);
 }
 const std::string& Tokenizer::model_name() const { return vocab_->model; }
 const std::string& Tokenizer::pre_name() const { return vocab_->pre; }

@@ -49,8 +49,9 @@ class Tokenizer {
   bool is_eog(int32_t id) const;  // end of generation: EOS, EOT, EOM and llama.cpp's list
   bool add_bos() const;
   bool add_eos() const;
-  int32_t token_id(std::string_view piece) const;   // exact token text; -1 if absent
-  const std::string& token_text(int32_t id) const;  // raw vocabulary entry; id must be valid
+  int32_t token_id(std::string_view piece) const;  // exact token text; -1 if absent
+  // Raw vocabulary entry, valid as long as the tokenizer (or a copy of it); id must be valid.
+  std::string_view token_text(int32_t id) const;
   const std::string& model_name() const;            // tokenizer.ggml.model: "llama" or "gpt2"
   const std::string& pre_name() const;              // tokenizer.ggml.pre ("default" when absent)
 

@@ -1,6 +1,8 @@
 // Loading a GGUF vocabulary into Tokenizer::Vocab, as llama.cpp's llama_vocab::impl::load:
 // model and pre-tokenizer, tokens with scores and types, merges, special token ids (from the
-// metadata, else recognised by their text), and the per-token piece cache.
+// metadata, else recognised by their text), and the special tokens in splitting order. The
+// tables are compact (one text arena, int32 hash slots, merges keyed by token id pairs): a
+// 49k-token vocabulary with 48k merges takes ~2 MiB instead of ~12 MiB of strings and nodes.
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
@@ -162,49 +164,81 @@ Status load_model_type(const GgufFile& gguf, Vocab* vocab) {
   return Status::Ok();
 }
 
-Status load_merges(const GgufFile& gguf, Vocab* vocab) {
-  if (vocab->type != Vocab::Type::kBpe) return Status::Ok();
+// The tokenizer.ggml.* string array `key`, read in place (no copy of its strings); errors as
+// GgufFile::get_str_array.
+Result<const std::vector<std::string>*> str_array(const GgufFile& gguf, const char* key) {
+  const GgufValue* v = gguf.find(key);
+  if (v && v->is_array() && v->elem_type == GgufType::STRING) return &v->arr_s;
+  return gguf.get_str_array(key).status();
+}
+
+// Checks tokenizer.ggml.merges before the tokens are read (so its errors come first);
+// *merges is null for SPM.
+Status find_merges(const GgufFile& gguf, const Vocab& vocab,
+                   const std::vector<std::string>** merges) {
+  *merges = nullptr;
+  if (vocab.type != Vocab::Type::kBpe) return Status::Ok();
   if (!gguf.find("tokenizer.ggml.merges")) {
     return Status::Error("tokenizer.ggml.merges: missing, but a 'gpt2' (BPE) tokenizer needs it");
   }
-  HC_ASSIGN_OR_RETURN(std::vector<std::string> merges, gguf.get_str_array("tokenizer.ggml.merges"));
-  vocab->bpe_ranks.reserve(merges.size());
+  HC_ASSIGN_OR_RETURN(*merges, str_array(gguf, "tokenizer.ggml.merges"));
+  return Status::Ok();
+}
+
+// Builds the merge table from "left right" entries (needs the tokens). Split at the first
+// space after the first byte (as llama.cpp); an entry without one ranks the empty pair, which
+// never matches. The first of duplicate entries keeps its rank.
+void index_merges(const std::vector<std::string>& merges, Vocab* vocab) {
+  if (merges.size() > static_cast<size_t>(INT32_MAX)) return;  // no rank fits; never matches
+  vocab->merge_pairs.assign(merges.size(), Vocab::kNoPair);
+  vocab->merge_table.reset(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
-    // "left right", split at the first space after the first byte (as llama.cpp); an entry
-    // without one ranks the empty pair, which never matches.
     const std::string& m = merges[i];
     const size_t pos = m.find(' ', 1);
-    std::string key = pos == std::string::npos ? std::string(" ") : m;
-    vocab->bpe_ranks.try_emplace(std::move(key), static_cast<int32_t>(i));
+    if (pos == std::string::npos) continue;
+    const int32_t left = vocab->find(std::string_view(m).substr(0, pos));
+    const int32_t right = vocab->find(std::string_view(m).substr(pos + 1));
+    if (left < 0 || right < 0) {
+      vocab->merges_by_text.try_emplace(m, static_cast<int32_t>(i));
+      continue;
+    }
+    const uint64_t key = Vocab::pair_key(left, right);
+    const int32_t rank = static_cast<int32_t>(i);
+    if (vocab->merge_table.insert(Vocab::hash_pair(key), rank, [&](int32_t r) {
+          return vocab->merge_pairs[r] == key;
+        }) == rank) {
+      vocab->merge_pairs[i] = key;
+    }
   }
-  return Status::Ok();
+  if (!vocab->merges_by_text.empty()) {
+    HC_LOG_DEBUG("tokenizer: %zu merges name texts that are not tokens",
+                 vocab->merges_by_text.size());
+  }
 }
 
 Status load_tokens(const GgufFile& gguf, Vocab* vocab) {
   if (!gguf.find("tokenizer.ggml.tokens")) {
     return Status::Error("tokenizer.ggml.tokens: missing (the file has no vocabulary)");
   }
-  HC_ASSIGN_OR_RETURN(std::vector<std::string> texts, gguf.get_str_array("tokenizer.ggml.tokens"));
+  HC_ASSIGN_OR_RETURN(const std::vector<std::string>* texts_ptr,
+                      str_array(gguf, "tokenizer.ggml.tokens"));
+  const std::vector<std::string>& texts = *texts_ptr;
   if (texts.empty()) return Status::Error("tokenizer.ggml.tokens: empty vocabulary");
   if (texts.size() > static_cast<size_t>(INT32_MAX)) {
     return Status::Error("tokenizer.ggml.tokens: " + std::to_string(texts.size()) + " tokens");
   }
   const size_t n = texts.size();
 
-  std::vector<double> scores;
-  if (const GgufValue* v = gguf.find("tokenizer.ggml.scores")) {
+  const GgufValue* scores = gguf.find("tokenizer.ggml.scores");
+  if (const GgufValue* v = scores) {
     if (!v->is_array() || (v->elem_type != GgufType::FLOAT32 && v->elem_type != GgufType::INT32)) {
       return Status::Error("tokenizer.ggml.scores: expected an array of FLOAT32 or INT32, found " +
                            std::string(gguf_type_name(v->is_array() ? v->elem_type : v->type)) +
                            (v->is_array() ? " array" : ""));
     }
-    if (v->elem_type == GgufType::FLOAT32) {
-      scores = v->arr_f;
-    } else {
-      scores.assign(v->arr_i.begin(), v->arr_i.end());
-    }
-    if (scores.size() < n) {
-      return Status::Error("tokenizer.ggml.scores: " + std::to_string(scores.size()) +
+    const size_t n_scores = v->elem_type == GgufType::FLOAT32 ? v->arr_f.size() : v->arr_i.size();
+    if (n_scores < n) {
+      return Status::Error("tokenizer.ggml.scores: " + std::to_string(n_scores) +
                            " scores for " + std::to_string(n) + " tokens");
     }
   }
@@ -222,19 +256,47 @@ Status load_tokens(const GgufFile& gguf, Vocab* vocab) {
     }
   }
 
-  vocab->tokens.resize(n);
+  // An empty token is stored as "[EMPTY_<id>]".
+  const auto empty_text = [](size_t i) { return "[EMPTY_" + std::to_string(i) + "]"; };
+  size_t arena_bytes = 0;
   for (size_t i = 0; i < n; ++i) {
-    std::string text = std::move(texts[i]);
-    if (text.empty()) text = "[EMPTY_" + std::to_string(i) + "]";
-    const auto [it, inserted] = vocab->token_to_id.emplace(text, static_cast<int32_t>(i));
-    if (!inserted) {
-      return Status::Error("tokenizer.ggml.tokens: duplicate token '" + text + "' at ids " +
-                           std::to_string(it->second) + " and " + std::to_string(i));
+    arena_bytes += texts[i].empty() ? empty_text(i).size() : texts[i].size();
+  }
+  if (arena_bytes > UINT32_MAX) {
+    return Status::Error("tokenizer.ggml.tokens: " + std::to_string(arena_bytes) +
+                         " bytes of token text (at most 4 GiB)");
+  }
+  vocab->text_arena.reserve(arena_bytes);
+  vocab->text_offsets.reserve(n + 1);
+  vocab->text_offsets.push_back(0);
+  vocab->token_table.reset(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (texts[i].empty()) {
+      vocab->text_arena += empty_text(i);
+    } else {
+      vocab->text_arena += texts[i];
     }
-    Vocab::Token& tok = vocab->tokens[i];
-    tok.text = std::move(text);
-    tok.score = scores.empty() ? 0.0f : static_cast<float>(scores[i]);
-    tok.attr = types.empty() ? kAttrNormal : attr_from_type(types[i]);
+    vocab->text_offsets.push_back(static_cast<uint32_t>(vocab->text_arena.size()));
+    const int32_t id = static_cast<int32_t>(i);
+    const std::string_view text = vocab->text(id);
+    const int32_t existing = vocab->token_table.insert(
+        Vocab::hash_text(text), id, [&](int32_t other) { return vocab->text(other) == text; });
+    if (existing != id) {
+      return Status::Error("tokenizer.ggml.tokens: duplicate token '" + std::string(text) +
+                           "' at ids " + std::to_string(existing) + " and " + std::to_string(i));
+    }
+  }
+  if (scores) {
+    vocab->scores.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      vocab->scores[i] = static_cast<float>(scores->elem_type == GgufType::FLOAT32
+                                                ? scores->arr_f[i]
+                                                : static_cast<double>(scores->arr_i[i]));
+    }
+  }
+  vocab->attrs.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    vocab->attrs[i] = types.empty() ? kAttrNormal : attr_from_type(types[i]);
   }
   return Status::Ok();
 }
@@ -281,21 +343,15 @@ Status load_special_ids(const GgufFile& gguf, Vocab* vocab) {
   return Status::Ok();
 }
 
-bool one_of(const std::string& s, std::initializer_list<const char*> list) {
-  for (const char* x : list) {
-    if (s == x) return true;
-  }
-  return false;
-}
-
 // llama.cpp finds EOT / EOM / FIM tokens by their text when the metadata does not name them,
 // and makes sure they (and every end-of-generation token) are control tokens.
 void detect_special_by_text(Vocab* vocab) {
   const auto mark_control = [&](int32_t id) {
-    uint32_t& attr = vocab->tokens[id].attr;
+    uint32_t& attr = vocab->attrs[id];
     if (!(attr & kAttrControl)) {
-      HC_LOG_DEBUG("tokenizer: control-looking token %d '%s' was not control-type; overriding", id,
-                   vocab->tokens[id].text.c_str());
+      const std::string_view text = vocab->text(id);
+      HC_LOG_DEBUG("tokenizer: control-looking token %d '%.*s' was not control-type; overriding",
+                   id, static_cast<int>(text.size()), text.data());
       attr |= kAttrControl;
     }
   };
@@ -332,54 +388,71 @@ void detect_special_by_text(Vocab* vocab) {
       {&vocab->fim_rep, {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"}},
       {&vocab->fim_sep, {"<|file_sep|>"}},
   };
-  // Iterating the hash map (not ids) matters: with several candidates, llama.cpp keeps the
-  // first one its std::unordered_map yields, and ours is built identically.
-  for (const auto& [text, id] : vocab->token_to_id) {
-    for (const Rule& rule : rules) {
-      if (*rule.id == -1 && one_of(text, rule.texts)) {
-        *rule.id = id;
-        mark_control(id);
+  // With several candidates, llama.cpp keeps the first one its token_to_id (a
+  // std::unordered_map<std::string, int>, filled in id order) yields. Only then is that order
+  // needed, and it is rebuilt for the moment: the same insertions into a std::unordered_map of
+  // the same hash (std::hash<std::string_view> hashes as std::hash<std::string> does) iterate
+  // in the same order.
+  std::unordered_map<std::string_view, int32_t> llama_token_to_id;
+  for (const Rule& rule : rules) {
+    if (*rule.id != -1) continue;
+    std::vector<int32_t> found;
+    for (const char* text : rule.texts) {
+      if (const int32_t id = vocab->find(text); id >= 0) found.push_back(id);
+    }
+    if (found.empty()) continue;
+    int32_t chosen = found[0];
+    if (found.size() > 1) {
+      if (llama_token_to_id.empty()) {
+        for (int32_t id = 0; id < vocab->n_vocab(); ++id) llama_token_to_id.emplace(vocab->text(id), id);
+      }
+      for (const auto& [text, id] : llama_token_to_id) {
+        if (std::find(found.begin(), found.end(), id) != found.end()) {
+          chosen = id;
+          break;
+        }
       }
     }
+    *rule.id = chosen;
+    mark_control(chosen);
   }
+  llama_token_to_id = {};
 
   vocab->eog.clear();
   for (const int32_t id : {vocab->fim_pad, vocab->fim_rep, vocab->fim_sep}) {
     if (id != -1) vocab->eog.insert(id);
   }
-  for (const auto& [text, id] : vocab->token_to_id) {
-    if (one_of(text, {"<|eot_id|>",
-                      "<|im_end|>",
-                      "<|end|>",
-                      "<|return|>",
-                      "<|call|>",
-                      "<|flush|>",
-                      "<|calls|>",
-                      "<end_of_turn>",
-                      "<|endoftext|>",
-                      "</s>",
-                      "<|eom_id|>",
-                      "<EOT>",
-                      "_<EOT>",
-                      "[EOT]",
-                      "[EOS]",
-                      "<|end_of_text|>",
-                      "<end_of_utterance>",
-                      "<eos>",
-                      "<turn|>",
-                      "<|tool_response>",
-                      "<\xef\xbd\x9c"
-                      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-                      "[e~["})) {
+  for (const char* text : {"<|eot_id|>",
+                           "<|im_end|>",
+                           "<|end|>",
+                           "<|return|>",
+                           "<|call|>",
+                           "<|flush|>",
+                           "<|calls|>",
+                           "<end_of_turn>",
+                           "<|endoftext|>",
+                           "</s>",
+                           "<|eom_id|>",
+                           "<EOT>",
+                           "_<EOT>",
+                           "[EOT]",
+                           "[EOS]",
+                           "<|end_of_text|>",
+                           "<end_of_utterance>",
+                           "<eos>",
+                           "<turn|>",
+                           "<|tool_response>",
+                           "<\xef\xbd\x9c"
+                           "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+                           "[e~["}) {
+    if (const int32_t id = vocab->find(text); id >= 0) {
       vocab->eog.insert(id);
       mark_control(id);
     }
   }
   // gpt-oss: these render as text even when special tokens are hidden.
-  for (const auto& [text, id] : vocab->token_to_id) {
-    if (one_of(text, {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})) {
-      vocab->tokens[id].attr = kAttrUserDefined;
-    }
+  for (const char* text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (const int32_t id = vocab->find(text); id >= 0) vocab->attrs[id] = kAttrUserDefined;
   }
   for (const int32_t id : {vocab->eos, vocab->eot, vocab->eom}) {
     if (id != -1) vocab->eog.insert(id);
@@ -396,13 +469,13 @@ void detect_special_by_text(Vocab* vocab) {
                              (eog_has("<|call|>") && eog_has("<|flush|>")))) {
     const int32_t end_id = vocab->find("<|end|>");
     vocab->eog.erase(end_id);
-    vocab->tokens[end_id].attr = kAttrUserDefined;
+    vocab->attrs[end_id] = kAttrUserDefined;
   }
   // gemma4 / paddleocr: "</s>" is not an end of generation next to "<|tool_response>".
   if (eog_has("<|tool_response>") && eog_has("</s>")) {
     const int32_t s_id = vocab->find("</s>");
     vocab->eog.erase(s_id);
-    vocab->tokens[s_id].attr = kAttrNormal;
+    vocab->attrs[s_id] = kAttrNormal;
   }
 }
 
@@ -417,33 +490,80 @@ void apply_name_fixups(const GgufFile& gguf, Vocab* vocab) {
   });
   if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
     // Phi-3's special tokens swallow the whitespace after them, except these three.
-    for (const int32_t id : vocab->special_tokens) vocab->tokens[id].attr |= kAttrRstrip;
-    if (const int32_t id = vocab->find("</s>"); id >= 0) vocab->tokens[id].attr |= kAttrRstrip;
+    for (const int32_t id : vocab->special_tokens) vocab->attrs[id] |= kAttrRstrip;
+    if (const int32_t id = vocab->find("</s>"); id >= 0) vocab->attrs[id] |= kAttrRstrip;
     for (const char* text : {"<unk>", "<s>", "<|endoftext|>"}) {
-      if (const int32_t id = vocab->find(text); id >= 0) vocab->tokens[id].attr &= ~kAttrRstrip;
+      if (const int32_t id = vocab->find(text); id >= 0) vocab->attrs[id] &= ~kAttrRstrip;
     }
   }
 }
 
-// llama_token_to_piece with special = true, before any caching.
-std::string render_piece(const Vocab& vocab, int32_t id) {
-  const Vocab::Token& tok = vocab.tokens[id];
-  if (tok.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return tok.text;
-  if (tok.attr & kAttrNormal) {
+void build_caches(Vocab* vocab) {
+  for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
+    if (vocab->attr(id) & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
+      vocab->special_tokens.push_back(id);
+    }
+  }
+  // std::sort (not stable) like llama.cpp, so equal-length tokens keep llama.cpp's order.
+  std::sort(vocab->special_tokens.begin(), vocab->special_tokens.end(), [&](int32_t a, int32_t b) {
+    return vocab->text(a).size() > vocab->text(b).size();
+  });
+}
+
+}  // namespace
+
+void IndexTable::reset(size_t n) {
+  size_t capacity = 16;
+  while (capacity < 2 * n) capacity *= 2;
+  slots_.assign(capacity, -1);
+}
+
+uint64_t Tokenizer::Vocab::hash_pair(uint64_t key) {
+  // splitmix64's finalizer: every key bit reaches the low bits the table indexes by.
+  key = (key ^ (key >> 30)) * 0xbf58476d1ce4e5b9ull;
+  key = (key ^ (key >> 27)) * 0x94d049bb133111ebull;
+  return key ^ (key >> 31);
+}
+
+// llama_token_to_piece with special = true (rendered on demand: nothing is cached per token).
+std::string Tokenizer::Vocab::render_piece(int32_t id) const {
+  const std::string_view text = this->text(id);
+  const uint32_t attr = attrs[id];
+  if (attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return std::string(text);
+  if (attr & kAttrNormal) {
     std::string out;
-    if (vocab.type == Vocab::Type::kSpm) {
+    out.reserve(text.size());
+    if (type == Type::kSpm) {
       // U+2581 (LOWER ONE EIGHTH BLOCK) stands for a space.
-      for (size_t i = 0; i < tok.text.size(); ++i) {
-        if (tok.text.compare(i, 3, "\xe2\x96\x81") == 0) {
+      for (size_t i = 0; i < text.size(); ++i) {
+        if (text.compare(i, 3, "\xe2\x96\x81") == 0) {
           out += ' ';
           i += 2;
         } else {
-          out += tok.text[i];
+          out += text[i];
         }
       }
       return out;
     }
-    for (const uint32_t cpt : unicode::cpts_from_utf8(tok.text)) {
+    // Fast path: one- and two-byte characters that all stand for bytes (every token of a real
+    // byte-level vocabulary), decoded as cpts_from_utf8 does.
+    for (size_t i = 0; i < text.size(); ++i) {
+      const auto b0 = static_cast<uint8_t>(text[i]);
+      uint32_t cpt = b0;
+      if (b0 >= 0x80) {
+        if ((b0 & 0xE0) != 0xC0 || i + 1 == text.size() ||
+            (static_cast<uint8_t>(text[i + 1]) & 0xC0) != 0x80) {
+          break;
+        }
+        cpt = ((b0 & 0x1Fu) << 6) | (static_cast<uint8_t>(text[++i]) & 0x3Fu);
+      }
+      const int byte = unicode::gpt2_to_byte(cpt);
+      if (byte < 0) break;
+      out += static_cast<char>(byte);
+      if (i + 1 == text.size()) return out;
+    }
+    out.clear();
+    for (const uint32_t cpt : unicode::cpts_from_utf8(text)) {
       const int byte = unicode::gpt2_to_byte(cpt);
       if (byte >= 0) {
         out += static_cast<char>(byte);
@@ -458,14 +578,15 @@ std::string render_piece(const Vocab& vocab, int32_t id) {
         out += kHex[static_cast<uint8_t>(c) >> 4];
         out += kHex[static_cast<uint8_t>(c) & 15];
       }
-      out += tok.text + "]";
+      out += text;
+      out += ']';
     }
     return out;
   }
-  if (tok.attr & kAttrByte) {
+  if (attr & kAttrByte) {
     // "<0xXX>" -> the byte.
-    if (tok.text.size() >= 5) {
-      const std::string hex = tok.text.substr(3, 2);
+    if (text.size() >= 5) {
+      const std::string hex(text.substr(3, 2));
       return std::string(1, static_cast<char>(std::strtol(hex.c_str(), nullptr, 16)));
     }
     return "";
@@ -473,27 +594,13 @@ std::string render_piece(const Vocab& vocab, int32_t id) {
   return "";  // unused / undefined tokens render as nothing
 }
 
-void build_caches(Vocab* vocab) {
-  for (int32_t id = 0; id < vocab->n_vocab(); ++id) {
-    if (vocab->tokens[id].attr & (kAttrControl | kAttrUserDefined | kAttrUnknown)) {
-      vocab->special_tokens.push_back(id);
-    }
-  }
-  // std::sort (not stable) like llama.cpp, so equal-length tokens keep llama.cpp's order.
-  std::sort(vocab->special_tokens.begin(), vocab->special_tokens.end(), [&](int32_t a, int32_t b) {
-    return vocab->tokens[a].text.size() > vocab->tokens[b].text.size();
-  });
-  vocab->pieces.resize(vocab->tokens.size());
-  for (int32_t id = 0; id < vocab->n_vocab(); ++id) vocab->pieces[id] = render_piece(*vocab, id);
-}
-
-}  // namespace
-
 Result<std::shared_ptr<const Tokenizer::Vocab>> load_vocab(const GgufFile& gguf) {
   auto vocab = std::make_shared<Vocab>();
   HC_TRY(load_model_type(gguf, vocab.get()));
-  HC_TRY(load_merges(gguf, vocab.get()));
+  const std::vector<std::string>* merges = nullptr;
+  HC_TRY(find_merges(gguf, *vocab, &merges));
   HC_TRY(load_tokens(gguf, vocab.get()));
+  if (merges) index_merges(*merges, vocab.get());
   HC_TRY(load_special_ids(gguf, vocab.get()));
   detect_special_by_text(vocab.get());
   build_caches(vocab.get());

@@ -312,5 +312,42 @@ TEST(SyntheticBpe, BadMetadataIsAClearError) {
   EXPECT_NE(load_error(g).find("add_eos_token is true"), std::string::npos) << load_error(g);
 }
 
+// Merges are looked up by token id pairs, with their texts as the fallback for merges naming a
+// text that is no token: llama.cpp keys them by text, so "ab" + "c" still merges below although
+// "ab" is not in the vocabulary.
+TEST(SyntheticBpe, MergesOfTextsThatAreNotTokens) {
+  GgufFile g;
+  g.kv.emplace_back("tokenizer.ggml.model", GgufValue::str("gpt2"));
+  g.kv.emplace_back("tokenizer.ggml.pre", GgufValue::str("gpt-2"));
+  g.kv.emplace_back("tokenizer.ggml.tokens", GgufValue::str_array({"a", "b", "c", "abc", "bc"}));
+  g.kv.emplace_back("tokenizer.ggml.merges",
+                    GgufValue::str_array({"a b", "ab c", "b c", "nospace", "a b"}));
+  Result<Tokenizer> tok = Tokenizer::from_gguf(g);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  EXPECT_EQ(tok->encode("abc", false, false), (Ids{3}));
+  EXPECT_EQ(tok->encode("ab", false, false), (Ids{0, 1}));  // "ab" is no token: its bytes
+  EXPECT_EQ(tok->encode("bc", false, false), (Ids{4}));
+  EXPECT_EQ(tok->encode("cbc", false, false), (Ids{2, 4}));
+  EXPECT_EQ(tok->token_text(3), "abc");
+  EXPECT_EQ(tok->token_id("bc"), 4);
+  EXPECT_EQ(tok->token_id("ab"), -1);
+}
+
+TEST(SyntheticBpe, EmptyAndDuplicateTokens) {
+  GgufFile g;
+  g.kv.emplace_back("tokenizer.ggml.model", GgufValue::str("gpt2"));
+  g.kv.emplace_back("tokenizer.ggml.pre", GgufValue::str("gpt-2"));
+  g.kv.emplace_back("tokenizer.ggml.tokens", GgufValue::str_array({"a", "", "b"}));
+  g.kv.emplace_back("tokenizer.ggml.merges", GgufValue::str_array({"a b"}));
+  Result<Tokenizer> tok = Tokenizer::from_gguf(g);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  EXPECT_EQ(tok->token_text(1), "[EMPTY_1]");
+  EXPECT_EQ(tok->token_id("[EMPTY_1]"), 1);
+  EXPECT_EQ(tok->token_id(""), -1);
+  set_kv(&g, "tokenizer.ggml.tokens", GgufValue::str_array({"a", "b", "a"}));
+  EXPECT_NE(load_error(g).find("duplicate token 'a' at ids 0 and 2"), std::string::npos)
+      << load_error(g);
+}
+
 }  // namespace
 }  // namespace hc
