@@ -71,7 +71,7 @@ TEST_P(ForwardTypes, BatchedPrefillEqualsTokenByTokenDecode) {
 
 // The decode layout (ops/cpu/repack.h), tied embeddings included: token-by-token logits equal
 // the file layout's bit for bit for Q8_0 / Q4_1 (ggml's order is kept) and within the batched
-// test's bound for the others (Q4_0 / Q4_K sum in another order).
+// test's bound for the others (Q4_0 / Q4_K / F16 sum in another order).
 TEST_P(ForwardTypes, RepackedWeightsDecodeLikeTheFileLayout) {
   for (bool tied : {false, true}) {
     TinyModelSpec spec;

@@ -29,7 +29,8 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K};
+const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K,
+                           GgmlType::F16};
 
 // Weights in ggml's layout and in the decode layout, and quantised activations for n_tok
 // tokens (offset by `mis` bytes: blocks only naturally aligned).

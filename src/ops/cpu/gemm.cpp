@@ -274,14 +274,18 @@ void int_kernel_scalar(const uint8_t* panel, const IntAct& a, int64_t t0, int nt
   }
 }
 
-void float_kernel_scalar(const float* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
+inline float widen(float v) { return v; }
+inline float widen(uint16_t h) { return f16(h); }
+
+template <typename T>
+void float_kernel_scalar(const T* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
                          int64_t t0, int nt, float* y, int64_t ldy, int nrows, bool accumulate) {
   for (int c = 0; c < nt; ++c) {
     const float* xr = x + (t0 + c) * ldx + k0;
     float* yr = y + (t0 + c) * ldy;
     for (int r = 0; r < nrows; ++r) {
       float acc = accumulate ? yr[r] : 0.0f;
-      for (int64_t k = 0; k < kc; ++k) acc = std::fma(panel[k * kLanes + r], xr[k], acc);
+      for (int64_t k = 0; k < kc; ++k) acc = std::fma(widen(panel[k * kLanes + r]), xr[k], acc);
       yr[r] = acc;
     }
   }
@@ -293,7 +297,8 @@ Kernels make_scalar() {
   k.int_kernel[0][1] = int_kernel_scalar<32, true>;
   k.int_kernel[1][0] = int_kernel_scalar<16, false>;
   k.int_kernel[1][1] = int_kernel_scalar<16, true>;
-  k.float_kernel = float_kernel_scalar;
+  k.float_kernel = float_kernel_scalar<float>;
+  k.f16_kernel = float_kernel_scalar<uint16_t>;
   return k;
 }
 
@@ -359,15 +364,19 @@ void float_groups(const TensorView& w, const float* x, int64_t ldx, int64_t n_to
                   int64_t ldy, int64_t gb, int64_t ge, const Kernels& kern) {
   const int64_t k = w.ne0, ne1 = w.ne1;
   const int64_t panel_floats = kFloatKc * kLanes;
+  // F16 weights in the decode layout are their own panels (read in place, no packing).
+  const bool in_place = w.packed != nullptr && w.type == GgmlType::F16;
+  const auto* base = static_cast<const uint8_t*>(w.packed);
+  const int64_t gbytes = in_place ? repack_group_bytes(w.type, k) : 0;
   const size_t need = static_cast<size_t>(kGroupsPerBlock * panel_floats) * sizeof(float);
-  if (tl_panel.size() < need + 64) tl_panel.resize(need + 64);
-  if (tl_tmp.size() < static_cast<size_t>(kFloatKc)) tl_tmp.resize(kFloatKc);
+  if (!in_place && tl_panel.size() < need + 64) tl_panel.resize(need + 64);
+  if (!in_place && tl_tmp.size() < static_cast<size_t>(kFloatKc)) tl_tmp.resize(kFloatKc);
   float* panels = reinterpret_cast<float*>(tl_panel.data());
   for (int64_t g0 = gb; g0 < ge; g0 += kGroupsPerBlock) {
     const int64_t g1 = std::min(ge, g0 + kGroupsPerBlock);
     for (int64_t k0 = 0; k0 < k; k0 += kFloatKc) {
       const int64_t kc = std::min<int64_t>(kFloatKc, k - k0);
-      for (int64_t g = g0; g < g1; ++g) {
+      for (int64_t g = g0; g < g1 && !in_place; ++g) {
         const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
         pack_float_panel(w, g * kLanes, nrows, k0, kc, panels + (g - g0) * panel_floats,
                          tl_tmp.data());
@@ -376,8 +385,14 @@ void float_groups(const TensorView& w, const float* x, int64_t ldx, int64_t n_to
         const int nt = static_cast<int>(std::min<int64_t>(kFloatTokTile, n_tok - t0));
         for (int64_t g = g0; g < g1; ++g) {
           const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
-          kern.float_kernel(panels + (g - g0) * panel_floats, x, ldx, k0, kc, t0, nt,
-                            y + g * kLanes, ldy, nrows, k0 > 0);
+          float* yg = y + g * kLanes;
+          if (in_place) {
+            const auto* panel = reinterpret_cast<const uint16_t*>(base + g * gbytes) + k0 * kLanes;
+            kern.f16_kernel(panel, x, ldx, k0, kc, t0, nt, yg, ldy, nrows, k0 > 0);
+          } else {
+            kern.float_kernel(panels + (g - g0) * panel_floats, x, ldx, k0, kc, t0, nt, yg, ldy,
+                              nrows, k0 > 0);
+          }
         }
       }
     }

@@ -94,8 +94,14 @@ void int_kernel(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float
   }
 }
 
-template <int C>
-void float_tile(const float* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
+// One column of 16 weights: float, or fp16 (the F16 decode layout, 32-byte aligned) widened.
+inline __m512 load_w(const float* p) { return _mm512_loadu_ps(p); }
+inline __m512 load_w(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <int C, typename T>
+void float_tile(const T* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
                 int64_t t0, float* y, int64_t ldy, int nrows, bool accumulate) {
   const __mmask16 m = row_mask(nrows);
   __m512 acc[C];
@@ -106,7 +112,7 @@ void float_tile(const float* panel, const float* x, int64_t ldx, int64_t k0, int
     xr[c] = x + (t0 + c) * ldx + k0;
   }
   for (int64_t k = 0; k < kc; ++k) {
-    const __m512 w = _mm512_loadu_ps(panel + k * kLanes);
+    const __m512 w = load_w(panel + k * kLanes);
     #pragma GCC unroll 16
     for (int c = 0; c < C; ++c) acc[c] = _mm512_fmadd_ps(w, _mm512_set1_ps(xr[c][k]), acc[c]);
   }
@@ -114,15 +120,16 @@ void float_tile(const float* panel, const float* x, int64_t ldx, int64_t k0, int
   for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + (t0 + c) * ldy, m, acc[c]);
 }
 
-void float_kernel(const float* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
+template <typename T>
+void float_kernel(const T* panel, const float* x, int64_t ldx, int64_t k0, int64_t kc,
                   int64_t t0, int nt, float* y, int64_t ldy, int nrows, bool accumulate) {
   static_assert(kFloatTokTile == 12);
 #define HC_FT(n) \
-  case n: return float_tile<n>(panel, x, ldx, k0, kc, t0, y, ldy, nrows, accumulate)
+  case n: return float_tile<n, T>(panel, x, ldx, k0, kc, t0, y, ldy, nrows, accumulate)
   switch (nt) {
     HC_FT(12); HC_FT(11); HC_FT(10); HC_FT(9); HC_FT(8); HC_FT(7);
     HC_FT(6); HC_FT(5); HC_FT(4); HC_FT(3); HC_FT(2);
-    default: return float_tile<1>(panel, x, ldx, k0, kc, t0, y, ldy, nrows, accumulate);
+    default: return float_tile<1, T>(panel, x, ldx, k0, kc, t0, y, ldy, nrows, accumulate);
   }
 #undef HC_FT
 }
@@ -133,7 +140,8 @@ Kernels make() {
   k.int_kernel[0][1] = int_kernel<32, true>;
   k.int_kernel[1][0] = int_kernel<16, false>;
   k.int_kernel[1][1] = int_kernel<16, true>;
-  k.float_kernel = float_kernel;
+  k.float_kernel = float_kernel<float>;
+  k.f16_kernel = float_kernel<uint16_t>;
   return k;
 }
 

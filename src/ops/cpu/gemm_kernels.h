@@ -18,6 +18,8 @@
 // Float weights (F32 / F16 / BF16), one panel per group of 16 rows and chunk of kc columns:
 // float w[kc][16]; activations float x[n_tok][K] (F16 / BF16 activations widened); per output
 // acc = fma(w, x, acc) for k in order, the accumulator carried across chunks through y.
+// F16 weights in the decode layout (repack.h: fp16 w[ne0][16] per group of 16 rows) are read
+// in place as their panels, widened per column: the same bits as packing them.
 #pragma once
 #include <cstdint>
 
@@ -52,10 +54,16 @@ using FloatKernelFn = void (*)(const float* panel, const float* x, int64_t ldx, 
                                int64_t kc, int64_t t0, int nt, float* y, int64_t ldy, int nrows,
                                bool accumulate);
 
+// The float micro-kernel on an F16 panel of the decode layout (column k at panel + 16 k).
+using F16KernelFn = void (*)(const uint16_t* panel, const float* x, int64_t ldx, int64_t k0,
+                             int64_t kc, int64_t t0, int nt, float* y, int64_t ldy, int nrows,
+                             bool accumulate);
+
 struct Kernels {
   // [sb == 16][has_min]
   IntKernelFn int_kernel[2][2] = {};
   FloatKernelFn float_kernel = nullptr;
+  F16KernelFn f16_kernel = nullptr;
 };
 
 // The AVX-512 (F, BW, VL, VNNI) kernels; defined in gemm_avx512.cpp. Call only on such a CPU.

@@ -29,7 +29,9 @@ inline int32_t ld32(const void* p) {
   return v;
 }
 
-int64_t block_elems(GgmlType t) { return t == GgmlType::Q4_K ? QK_K : 32; }
+int64_t block_elems(GgmlType t) {
+  return t == GgmlType::Q4_K ? QK_K : t == GgmlType::F16 ? 1 : 32;
+}
 
 // Quant bytes and scale bytes per block of one group.
 void block_layout(GgmlType t, int64_t* qb, int64_t* sb) {
@@ -38,6 +40,7 @@ void block_layout(GgmlType t, int64_t* qb, int64_t* sb) {
     case GgmlType::Q4_1: *qb = kQ4Chunk, *sb = 64; return;
     case GgmlType::Q8_0: *qb = kQ8Chunk, *sb = 32; return;
     case GgmlType::Q4_K: *qb = kQ4KChunk, *sb = kQ4KScaleBytes; return;
+    case GgmlType::F16: *qb = kF16Col, *sb = 0; return;
     default: HC_CHECK(false && "no decode layout for this type");
   }
 }
@@ -149,14 +152,31 @@ void q4_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   }
 }
 
+// F16: column k feeds accumulator k % 4; the four are summed as (0 + 1) + (2 + 3).
+void f16_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  for (int r = 0; r < kRepackRows; ++r) {
+    float acc[4] = {0, 0, 0, 0};
+    for (int64_t k = 0; k < nb; ++k)
+      acc[k % 4] = std::fma(f16(ld16(g + k * kF16Col + 2 * r)), a.xf[k], acc[k % 4]);
+    out[r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  }
+}
+
 // ---- Activations: one token's quantised row -> Act (buffers owned by the caller).
 
 struct ActBuf {
-  std::vector<float> d, s;
+  std::vector<float> d, s, xf;
   std::vector<int32_t> corr, corr_sum;
 };
 
 Act prepare_act(GgmlType wt, const uint8_t* row, int64_t ne0, ActBuf& buf) {
+  if (wt == GgmlType::F16) {  // the activation row is F16 (ggml's vec_dot_type): widen it once
+    if (static_cast<int64_t>(buf.xf.size()) < ne0) buf.xf.resize(ne0);
+    quant::dequantize_row(GgmlType::F16, row, buf.xf.data(), ne0);
+    Act a;
+    a.xf = buf.xf.data();
+    return a;
+  }
   const int64_t nb = ne0 / block_elems(wt);
   if (static_cast<int64_t>(buf.d.size()) < nb) {
     buf.d.resize(nb);
@@ -218,6 +238,7 @@ GroupKernelFn kernel_for(const Kernels& k, GgmlType t) {
     case GgmlType::Q4_1: return k.q4_1;
     case GgmlType::Q8_0: return k.q8_0;
     case GgmlType::Q4_K: return k.q4_K;
+    case GgmlType::F16: return k.f16;
     default: HC_CHECK(false && "no decode layout for this type"); return nullptr;
   }
 }
@@ -245,13 +266,14 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
 
 namespace repack_detail {
 const Kernels& scalar_kernels() {
-  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref};
+  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref};
   return k;
 }
 }  // namespace repack_detail
 
 bool repack_supports(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0 || t == GgmlType::Q4_K;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0 ||
+         t == GgmlType::Q4_K || t == GgmlType::F16;
 }
 
 bool repack_available(GgmlType t) {
@@ -264,6 +286,11 @@ int64_t repack_bytes(GgmlType t, int64_t ne0, int64_t ne1) {
   return (ne1 + kRepackRows - 1) / kRepackRows * group_bytes(t, ne0);
 }
 
+int64_t repack_group_bytes(GgmlType t, int64_t ne0) {
+  HC_CHECK(repack_supports(t) && ne0 % block_elems(t) == 0);
+  return group_bytes(t, ne0);
+}
+
 void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst) {
   int64_t qb, sb;
   block_layout(w.type, &qb, &sb);
@@ -273,6 +300,14 @@ void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst) {
     uint8_t* q = dst + g * gb;
     uint8_t* sc = q + nb * qb;
     std::memset(q, 0, static_cast<size_t>(gb));
+    if (w.type == GgmlType::F16) {  // column k of row r at q[k][r]
+      auto* out = reinterpret_cast<fp16_t*>(q);
+      for (int r = 0; r < kRepackRows && g * kRepackRows + r < w.ne1; ++r) {
+        const auto* row = reinterpret_cast<const fp16_t*>(w.row(g * kRepackRows + r));
+        for (int64_t k = 0; k < nb; ++k) out[k * kRepackRows + r] = row[k];
+      }
+      continue;
+    }
     for (int r = 0; r < kRepackRows && g * kRepackRows + r < w.ne1; ++r) {
       const uint8_t* row = w.row(g * kRepackRows + r);
       for (int64_t b = 0; b < nb; ++b) {
@@ -324,6 +359,12 @@ void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst) {
   const uint8_t* q = static_cast<const uint8_t*>(w.packed) + r / kRepackRows * group_bytes(w.type, w.ne0);
   const uint8_t* sc = q + nb * qb;
   const int lane = static_cast<int>(r % kRepackRows);
+  if (w.type == GgmlType::F16) {
+    const auto* in = reinterpret_cast<const fp16_t*>(q);
+    auto* out = reinterpret_cast<fp16_t*>(dst);
+    for (int64_t k = 0; k < nb; ++k) out[k] = in[k * kRepackRows + lane];
+    return;
+  }
   for (int64_t b = 0; b < nb; ++b) {
     switch (w.type) {
       case GgmlType::Q4_0: {

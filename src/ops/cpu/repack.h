@@ -1,4 +1,4 @@
-// Decode layout for quantised weights: rows interleaved in groups of 16, one SIMD lane per row.
+// Decode layout for quantised and F16 weights: rows interleaved in groups of 16, one SIMD lane per row.
 //
 // A batch-1 matrix-vector product on ggml's row-major blocks is compute-bound on this class of
 // CPU for 4-bit types (every block is unpacked, its fp16 scale converted and broadcast, its
@@ -23,6 +23,7 @@
 //                                  are sub-block 2p, high nibbles sub-block 2p + 1
 //          per block: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p, 2p + 1 side by
 //          side per lane), fp16 d[16], fp16 dmin[16]
+//   F16:   fp16 w[ne0][16]          column k of the 16 rows side by side (32 bytes per column)
 // Each group starts on a 64-byte boundary.
 //
 // Arithmetic (per row r and token; the AVX-512 kernels and their scalar twins do exactly this):
@@ -39,6 +40,10 @@
 //     mn_j * (activation sum of sub-block j); acc = fma(float(isum16), (f16(d_w) * d_a) / 16,
 //     acc); acc = fma(float(msum), -(f16(dmin_w) * d_a), acc). Not ggml's order (llama.cpp repacks
 //     Q4_K too), so it agrees with vec_dot up to float rounding.
+//   F16: the activation row (F16, as ggml converts it) widened to float; column k adds
+//     fma(float(w[k][r]), x[k]) into accumulator k % 4, then (acc0 + acc1) + (acc2 + acc3).
+//     The packed GEMM (gemm.h) reads this layout directly as its panels: no packing, and the
+//     same bits as packing the file's rows (fp16 -> fp32 is exact).
 #pragma once
 #include <cstdint>
 
@@ -56,6 +61,8 @@ bool repack_available(GgmlType t);
 
 // Bytes of the layout of a [ne1 rows, ne0] matrix of type t (repack_supports(t)).
 int64_t repack_bytes(GgmlType t, int64_t ne0, int64_t ne1);
+// Bytes between consecutive groups (a multiple of 64).
+int64_t repack_group_bytes(GgmlType t, int64_t ne0);
 // Writes w's rows [g0 * 16, g1 * 16) (groups g0 .. g1 - 1) into the layout at dst (the whole
 // layout's base, 64-byte aligned).
 void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst);

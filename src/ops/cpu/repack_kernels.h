@@ -15,14 +15,18 @@ struct Act {
                                    // activation levels; Q4_K: [nb][4] the sums of sub-blocks
                                    // 2p and 2p + 1 as int16 pairs (low word first)
   const int32_t* corr_sum = nullptr;  // [nb] Q4_0: -8 * sum of the block's activation levels
+  const float* xf = nullptr;       // [ne0] F16: the activation row (F16) widened to float
 };
 
 // One group of 16 rows: out[r] for r < 16 (padding rows included).
 using GroupKernelFn = void (*)(const uint8_t* group, int64_t nb, const Act& a, float* out);
 
 struct Kernels {
-  GroupKernelFn q4_0 = nullptr, q4_1 = nullptr, q8_0 = nullptr, q4_K = nullptr;
+  GroupKernelFn q4_0 = nullptr, q4_1 = nullptr, q8_0 = nullptr, q4_K = nullptr, f16 = nullptr;
 };
+
+// The F16 group kernel (nb = ne0: one "block" per column); defined in repack_f16_avx512.cpp.
+void f16_group_avx512(const uint8_t* group, int64_t nb, const Act& a, float* out);
 
 // Defined in repack_avx512.cpp; call only on an AVX-512 VNNI CPU.
 const Kernels& avx512_kernels();
@@ -32,5 +36,6 @@ const Kernels& scalar_kernels();
 // Quant bytes per block of one group (the scales follow all of them), and scale bytes per block.
 constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
+constexpr int64_t kF16Col = 16 * 2;  // F16: bytes per column of one group (16 fp16 values)
 
 }  // namespace hc::ops::repack_detail
