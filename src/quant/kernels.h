@@ -26,6 +26,8 @@ struct TypeKernels {
   // each row bit-identical to vec_dot: four independent accumulator chains and one activation
   // load per block, for matrix-vector products. nullptr: call vec_dot per row.
   VecDot4Fn vec_dot4 = nullptr;
+  // The same over four arbitrary rows (a firing set's rows: sparse matrix-vector products).
+  VecDot4RowsFn vec_dot4_rows = nullptr;
 };
 
 // One slot per ggml type id (ids are small; MXFP4 = 39 is the largest dtype.h knows).

@@ -90,6 +90,7 @@ struct DispatchTable {
         if (s.quantize) k.quantize = s.quantize;
         if (s.vec_dot) k.vec_dot = s.vec_dot;
         k.vec_dot4 = s.vec_dot ? s.vec_dot4 : k.vec_dot4;  // only with the vec_dot it twins
+        k.vec_dot4_rows = s.vec_dot ? s.vec_dot4_rows : k.vec_dot4_rows;
         if (s.from_float) k.from_float = s.from_float;
       }
       types[i] = k;
@@ -227,6 +228,7 @@ VecDotFn vec_dot_fn(GgmlType t) {
 }
 
 VecDot4Fn vec_dot4_fn(GgmlType t) { return dispatched(t, 0).vec_dot4; }
+VecDot4RowsFn vec_dot4_rows_fn(GgmlType t) { return dispatched(t, 0).vec_dot4_rows; }
 
 const char* isa_name() {
   if (avx512_kernels()) return kAvx512Kernels.name;

@@ -52,6 +52,10 @@ VecDotFn vec_dot_fn(GgmlType t);
 // has no such kernel for t (then call the VecDotFn per row).
 using VecDot4Fn = void (*)(int64_t n, const void* w, int64_t stride, const void* a, float* out);
 VecDot4Fn vec_dot4_fn(GgmlType t);
+// The same over four rows anywhere (rows[i], i < 4), bit for bit vec_dot of each: the rows of a
+// firing set (ops/cpu/sparse.h). nullptr where vec_dot4_fn is.
+using VecDot4RowsFn = void (*)(int64_t n, const void* const* rows, const void* a, float* out);
+VecDot4RowsFn vec_dot4_rows_fn(GgmlType t);
 // Widest instruction set the dispatched kernels use on this CPU: "avx512", "avx2", "scalar".
 const char* isa_name();
 

@@ -144,6 +144,14 @@ TEST(QuantSimd, FourRowKernelsEqualOneRowKernels) {
         for (int r = 0; r < 4; ++r)
           ASSERT_EQ(fp32_to_bits(out[r]), fp32_to_bits(e.vec_dot(n, w.data() + r * stride, a.data())))
               << "n=" << n << " row " << r;
+        // Four rows in any order and place (a firing set's rows), one of them twice.
+        ASSERT_NE(e.vec_dot4_rows, nullptr);
+        const void* rows[4] = {w.data() + 3 * stride, w.data(), w.data() + 2 * stride, w.data()};
+        const int which[4] = {3, 0, 2, 0};
+        e.vec_dot4_rows(n, rows, a.data(), out);
+        for (int r = 0; r < 4; ++r)
+          ASSERT_EQ(fp32_to_bits(out[r]), fp32_to_bits(e.vec_dot(n, w.data() + which[r] * stride, a.data())))
+              << "n=" << n << " rows slot " << r;
       }
       ++checked;
     }
