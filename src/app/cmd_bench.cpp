@@ -21,6 +21,7 @@ constexpr char kCmd[] = "bench";
 
 struct BenchFlags {
   ModelFlags model;
+  SparseFlags sparse;
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 5;
@@ -225,14 +226,18 @@ void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
               r.rss_mib, r.file_mib, r.kv_mib, r.budget_mib(), r.within_budget() ? "yes" : "no");
 }
 
-Status bench(const BenchFlags& f) {
+Status bench(const BenchFlags& fl) {
+  BenchFlags f = fl;
+  f.sparse.apply_to(&f.model);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
+  HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   HC_ASSIGN_OR_RETURN(const Bandwidth bw, read_bandwidth(f));
   const int n_vocab = model->hparams().n_vocab;
   SessionParams sp = session_params(f.model);
   sp.n_ctx = std::max(f.n_prompt, f.n_gen) + 1;
   sp.n_batch = std::max(f.model.batch, f.n_prompt);
   Session session(model, sp);
+  session.set_sparse(sparse);
   std::vector<double> pp, tg;
   const auto prompt = random_tokens(f.n_prompt, n_vocab, 1);
   if (f.n_prompt > 0) HC_TRY(run_pp(session, prompt).status());  // warm-up: page in weights
@@ -253,6 +258,19 @@ Status bench(const BenchFlags& f) {
   rep.kv_mib = session.kv_bytes() / 1048576.0;
   if (f.json) print_json(f, rep, bw);
   else print_table(f, rep, bw);
+  if (sparse) {  // over every test and repetition above
+    const SparseStats& st = session.sparse_stats();
+    if (f.json) {
+      std::printf("{\"sparse\": {\"ffn_sparsity\": %.4f, \"computed_share\": %.4f, \"dense_fallbacks\": %llu}}\n",
+                  st.sparsity(), st.neurons ? double(st.computed) / double(st.neurons) : 0.0,
+                  static_cast<unsigned long long>(st.dense_batches));
+    } else {
+      std::printf("\n| FFN sparsity (neurons not firing per token) | neurons computed (union sets included) | dense-fallback layer calls |\n"
+                  "|---|---|---|\n| %.1f%% | %.1f%% | %llu |\n",
+                  100.0 * st.sparsity(), st.neurons ? 100.0 * double(st.computed) / double(st.neurons) : 0.0,
+                  static_cast<unsigned long long>(st.dense_batches));
+    }
+  }
   return Status::Ok();
 }
 
@@ -263,6 +281,7 @@ int cmd_bench(const Args& args) {
   ArgParser p(kCmd, "prompt-processing and generation speed (like llama-bench), weight bandwidth "
                     "against the measured memory bandwidth, peak RSS");
   add_model_flags(p, &f.model);
+  add_sparse_flags(p, &f.sparse);
   p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip");
   p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip");
   p.add_int("-r,--repetitions", &f.reps, "repetitions of each test");

@@ -16,6 +16,7 @@ constexpr char kCmd[] = "perplexity";
 
 struct PplFlags {
   ModelFlags model;
+  SparseFlags sparse;
   std::string file;
   int chunks = -1;
 };
@@ -33,7 +34,9 @@ Status perplexity(const PplFlags& f) {
   HC_ASSIGN_OR_RETURN(std::string text, read_text_file(f.file));
   ModelFlags mf = f.model;
   if (mf.ctx == 0) mf.ctx = 512;
+  f.sparse.apply_to(&mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
+  HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   const Tokenizer& tok = model->tokenizer();
   const int n_ctx = mf.ctx;
   const int n_vocab = model->hparams().n_vocab;
@@ -49,6 +52,7 @@ Status perplexity(const PplFlags& f) {
   sp.n_ctx = n_ctx;
   sp.n_batch = std::max(mf.batch, n_ctx);
   Session session(model, sp);
+  session.set_sparse(sparse);
   const int first = n_ctx / 2;
   double nll = 0.0, nll2 = 0.0;
   int64_t count = 0;
@@ -75,6 +79,11 @@ Status perplexity(const PplFlags& f) {
   const double var = nll2 / count - mean * mean;
   const double err = var > 0 && count > 1 ? std::sqrt(var / (count - 1)) * ppl : 0.0;
   std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  if (sparse) {
+    const SparseStats& st = session.sparse_stats();
+    std::printf("FFN sparsity: %.2f%% of activations skipped, %.2f%% of neuron rows computed\n",
+                100.0 * st.sparsity(), st.neurons ? 100.0 * double(st.computed) / double(st.neurons) : 0.0);
+  }
   return Status::Ok();
 }
 
@@ -84,6 +93,7 @@ int cmd_perplexity(const Args& args) {
   PplFlags f;
   ArgParser p(kCmd, "perplexity of a text file, llama.cpp's method");
   add_model_flags(p, &f.model);
+  add_sparse_flags(p, &f.sparse);
   p.add_string("-f,--file", &f.file, "text file to score (required)");
   p.add_int("--chunks", &f.chunks, "score at most this many chunks (default: all)");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;

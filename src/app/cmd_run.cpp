@@ -14,6 +14,7 @@ constexpr char kCmd[] = "run";
 
 struct RunFlags {
   ModelFlags model;
+  SparseFlags sparse;
   std::string prompt, file, seed, logits_out;
   int n_predict = 128;
   bool ids = false, ignore_eos = false, no_bos = false;
@@ -28,7 +29,10 @@ Status write_floats(const std::string& path, const std::vector<float>& v) {
 }
 
 Status run(const RunFlags& f) {
-  HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
+  ModelFlags mf = f.model;
+  f.sparse.apply_to(&mf);
+  HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
+  HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   std::string prompt = f.prompt;
   if (!f.file.empty()) {
     HC_ASSIGN_OR_RETURN(prompt, read_text_file(f.file));
@@ -40,6 +44,7 @@ Status run(const RunFlags& f) {
     tokens.push_back(tok.bos_id());
   }
   Session session(model, session_params(f.model));
+  session.set_sparse(sparse);
   if (static_cast<int>(tokens.size()) >= session.n_ctx())
     return Status::Error("prompt is " + std::to_string(tokens.size()) +
                          " tokens but the context holds " + std::to_string(session.n_ctx()) +
@@ -68,6 +73,8 @@ Status run(const RunFlags& f) {
   HC_LOG_INFO("prompt: %zu tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)",
               tokens.size(), t_prompt, tokens.size() / std::max(t_prompt, 1e-9), n_gen, t_gen,
               n_gen / std::max(t_gen, 1e-9));
+  if (sparse)
+    HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped", 100.0 * session.sparse_stats().sparsity());
   return Status::Ok();
 }
 
@@ -77,6 +84,7 @@ int cmd_run(const Args& args) {
   RunFlags f;
   ArgParser p(kCmd, "generate text from a prompt (only the generated text is printed)");
   add_model_flags(p, &f.model);
+  add_sparse_flags(p, &f.sparse);
   p.add_string("-p,--prompt", &f.prompt, "prompt text");
   p.add_string("-f,--file", &f.file, "read the prompt from a file");
   p.add_int("-n,--n-predict", &f.n_predict, "tokens to generate (default 128)");

@@ -17,5 +17,7 @@ int cmd_tokenize(const Args& args);    // cmd_tokenize.cpp
 int cmd_inspect(const Args& args);     // cmd_inspect.cpp
 int cmd_quantize(const Args& args);    // cmd_quantize.cpp
 int cmd_convert(const Args& args);     // cmd_convert.cpp
+int cmd_profile(const Args& args);     // cmd_profile.cpp
+int cmd_train_predictor(const Args& args);  // cmd_train_predictor.cpp
 
 }  // namespace hc

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/log.h"
+#include "model/act_stats.h"
 
 namespace hc {
 
@@ -23,6 +24,53 @@ void add_model_flags(ArgParser& p, ModelFlags* f) {
              "keep quantised weights in the file's layout, mmapped and never copied (decode is "
              "slower; by default Q4_0/Q4_1/Q8_0/Q4_K matrices are repacked at load)");
   p.add_flag("-v,--verbose", &f->verbose, "print debug logs");
+}
+
+void add_sparse_flags(ArgParser& p, SparseFlags* f) {
+  p.add_flag("--sparse", &f->sparse,
+             "activation-sparse FFN: compute only the neurons that fire (exact for ReLU-family "
+             "models; SwiGLU models need --sparsity and --stats)");
+  p.add_float("--sparsity", &f->sparsity,
+               "SwiGLU models: skip this share of FFN activations per layer (0..1), thresholds "
+               "calibrated from --stats; implies --sparse");
+  p.add_string("--stats", &f->stats, "activation statistics from hotcold profile (for --sparsity)");
+  p.add_flag("--predictor", &f->predictor,
+             "the model's activation predictors (blk.N.fc1/fc2, from hotcold train-predictor or "
+             "PowerInfer) choose the firing set before each FFN runs; implies --sparse");
+  p.add_float("--sparse-union-max", &f->union_max,
+               "prompt batches whose union firing set exceeds this share of the neurons run the "
+               "dense FFN (default 0.5)");
+}
+
+Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
+                                                           const LlamaModel& model) {
+  if (!f.enabled()) return std::shared_ptr<const SparseFfn>();
+  SparseOptions opt;
+  opt.max_union_share = f.union_max;
+  opt.use_predictor = f.predictor;
+  if (f.predictor && f.sparsity >= 0)
+    return Status::Error("--predictor and --sparsity exclude each other (the predictor chooses the set)");
+  if (f.sparsity >= 0) {
+    if (f.sparsity >= 1.0)
+      return Status::Error("--sparsity: expected a share in [0, 1), found " + std::to_string(f.sparsity));
+    if (f.stats.empty())
+      return Status::Error("--sparsity needs --stats FILE (activation statistics from hotcold profile)");
+    HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.stats));
+    HC_TRY(stats.check_matches(model.hparams()).with_context("--stats '" + f.stats + "'"));
+    opt.thresholds = stats.thresholds_for_sparsity(f.sparsity);
+  } else if (!f.stats.empty()) {
+    return Status::Error("--stats is only used with --sparsity S");
+  }
+  if (!(f.union_max >= 0.0 && f.union_max <= 1.0))
+    return Status::Error("--sparse-union-max: expected a share in [0, 1], found " + std::to_string(f.union_max));
+  const double t0 = now_seconds();
+  HC_ASSIGN_OR_RETURN(auto sp, SparseFfn::build(model, opt));
+  HC_LOG_INFO("sparse FFN: %s, transposed down matrices %.1f MiB (%s), %.2f s",
+              f.predictor ? "activation predictors"
+              : opt.thresholds.empty() ? "exact ReLU"
+                                       : ("thresholds for sparsity " + std::to_string(f.sparsity)).c_str(),
+              sp->built_bytes() / 1048576.0, dtype_name(sp->down_t(0).type), now_seconds() - t0);
+  return std::shared_ptr<const SparseFfn>(std::move(sp));
 }
 
 void add_sampling_flags(ArgParser& p, SamplerParams* s, std::string* seed) {
@@ -61,6 +109,8 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
   const double t0 = now_seconds();
   LlamaModel::LoadOptions opt;
   opt.repack = !f.no_repack;
+  opt.sparse_ffn = f.sparse_ffn;
+  opt.sparse_gate = f.sparse_gate;
   auto m = LlamaModel::load(f.model, opt);
   if (!m.ok()) return m.status();
   const LlamaHParams& hp = (*m)->hparams();

@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "format/gguf.h"
 #include "model/llama_model.h"
+#include "model/sparse_ffn.h"
 
 namespace hc {
 
@@ -24,9 +25,32 @@ struct ModelFlags {
   int batch = 512;
   bool verbose = false;
   bool no_repack = false;  // keep weights in ggml's layout (zero-copy, slower decode)
+  // Set by commands that run a sparse FFN: ffn_up / ffn_down stay in the file's row layout
+  // (the sparse operators read single rows), as LlamaModel::LoadOptions::sparse_ffn.
+  bool sparse_ffn = false;
+  bool sparse_gate = false;  // ... and ffn_gate too (predictor-driven sparsity)
+};
+
+// Activation sparsity (model/sparse_ffn.h) for run, bench and perplexity.
+struct SparseFlags {
+  bool sparse = false;     // --sparse
+  float sparsity = -1;     // --sparsity S: SwiGLU models, thresholds calibrated from --stats
+  std::string stats;       // --stats FILE (hotcold profile output)
+  float union_max = 0.5f;  // --sparse-union-max F
+  bool predictor = false;  // --predictor: the model's activation predictors choose the set
+  bool enabled() const { return sparse || sparsity >= 0 || predictor; }
+  // Sets the load options the sparse FFN wants (row layouts of the matrices it reads by row).
+  void apply_to(ModelFlags* m) const {
+    m->sparse_ffn = enabled();
+    m->sparse_gate = predictor;
+  }
 };
 
 void add_model_flags(ArgParser& p, ModelFlags* f);
+void add_sparse_flags(ArgParser& p, SparseFlags* f);
+// The sparse FFN the flags ask for (null when they ask for none), logged in one line.
+Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
+                                                           const LlamaModel& model);
 void add_sampling_flags(ArgParser& p, SamplerParams* s, std::string* seed);
 // Resolves the seed flag ("" or -1 = random, like llama.cpp) into params->seed.
 Status resolve_seed(const std::string& seed_flag, SamplerParams* params);

@@ -38,8 +38,19 @@ class Session {
   void truncate(int n);
   uint64_t kv_bytes() const { return cache_.bytes(); }
 
+  // Activation-sparse FFN for the following evals (null: the dense FFN). The session keeps
+  // the object alive; sparse_stats() counts what it skipped.
+  void set_sparse(std::shared_ptr<const SparseFfn> sparse) {
+    sparse_ = std::move(sparse);
+    scratch_.sparse = sparse_.get();
+  }
+  const SparseStats& sparse_stats() const { return scratch_.sparse_scratch.stats; }
+  // Sees every layer's FFN activations during evals (profiling); null to stop.
+  void set_ffn_observer(FfnObserver* observer) { scratch_.observer = observer; }
+
  private:
   std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const SparseFfn> sparse_;
   SessionParams params_;
   ThreadPool pool_;
   KvCache cache_;

@@ -88,12 +88,26 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
-void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScratch& s,
-               ThreadPool& pool, int64_t n_tok) {
+void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& pool,
+               int64_t n_tok) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const LlamaHParams& hp = model.hparams();
   norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // gate and up read the same quantised input
+  if (s.observer) s.observer->on_ffn_input(il, s.xb.data(), n_tok, hp.n_embd);
+  if (s.sparse) {
+    sparse_ffn_layer(model, *s.sparse, il, s.in, s.gate.data(), s.up.data(), s.proj.data(),
+                     s.sparse_scratch, pool, s.observer);
+    ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+    return;
+  }
   ops::matmul(L.ffn_gate, s.in, s.gate.data(), pool);
+  if (s.observer) {
+    std::vector<float>& act = s.sparse_scratch.act;
+    if (act.size() < static_cast<size_t>(n_tok * hp.n_ff)) act.resize(n_tok * hp.n_ff);
+    ffn_activation(hp.ffn_act, s.gate.data(), act.data(), n_tok * hp.n_ff);
+    s.observer->on_ffn_activation(il, act.data(), n_tok, hp.n_ff);
+  }
   ops::matmul(L.ffn_up, s.in, s.up.data(), pool);
   // One row per token: ggml's swiglu vectorises each row separately (tail per row).
   for (int64_t t = 0; t < n_tok; ++t) {
@@ -102,7 +116,7 @@ void ffn_block(const LlamaModel& model, const LlamaLayerWeights& L, ForwardScrat
     if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
     else ops::swiglu(g, u, hp.n_ff);
   }
-  ops::matmul(L.ffn_down, s.gate.data(), n_tok, s.proj.data(), pool, s.in);
+  ffn_down_dense(L, s.gate.data(), n_tok, s.proj.data(), pool, s.in, s.sparse_scratch.iota);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
@@ -138,7 +152,7 @@ void forward_ubatch(const LlamaModel& model, KvCache& cache, ForwardScratch& s, 
   }
   for (int il = 0; il < hp.n_layer; ++il) {
     attention_block(model, W.layers[il], il, cache, s, pool, n_tok, pos0);
-    ffn_block(model, W.layers[il], s, pool, n_tok);
+    ffn_block(model, il, s, pool, n_tok);
   }
   if (!out) return;
   const int64_t first = all_logits ? 0 : n_tok - 1;

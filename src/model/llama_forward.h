@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/sparse_ffn.h"
 #include "ops/cpu/matmul.h"
 
 namespace hc {
@@ -28,6 +29,11 @@ struct ForwardScratch {
   std::vector<fp16_t> v16;      // [kv_dim] one token's V in fp16 before the transposed store
   std::vector<float> att_tmp;   // [n_threads, n_ctx] attention scores per thread
   ops::MatmulInput in;          // current matmul input, quantised once per dot type
+  // Activation-sparse FFN (model/sparse_ffn.h), or null for the dense FFN; its buffers and
+  // counters.
+  const SparseFfn* sparse = nullptr;
+  SparseScratch sparse_scratch;
+  FfnObserver* observer = nullptr;  // sees every layer's FFN activations, or null
 };
 
 // Largest number of tokens one forward pass computes at once; longer calls run in several

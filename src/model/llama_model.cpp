@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
 
 #include "core/log.h"
 #include "ops/cpu/repack.h"
@@ -44,6 +47,21 @@ Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& ar
       return FfnActivation::kRelu;
   }
   return FfnActivation::kSilu;
+}
+
+template <typename T>
+void release(std::vector<T>& v) {
+  std::vector<T>().swap(v);
+}
+
+// Releases the whole pages of the mapped file below byte `end` from this process (they stay in
+// the page cache; touching them again faults them back in).
+void drop_pages(std::span<const uint8_t> file, uint64_t end) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const auto begin = reinterpret_cast<uintptr_t>(file.data());
+  if (page <= 0 || begin % page != 0) return;
+  const uint64_t n = std::min<uint64_t>(end, file.size()) / page * page;
+  if (n > 0) madvise(const_cast<uint8_t*>(file.data()), n, MADV_DONTNEED);
 }
 
 Status positive(const char* what, int v) {
@@ -104,6 +122,14 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     }
   }
   HC_ASSIGN_OR_RETURN(hp.ffn_act, detect_activation(f, hp.arch));
+  HC_ASSIGN_OR_RETURN(hp.sparse_threshold, f.get_f32_or("powerinfer.sparse_threshold", 0.0f));
+  if (f.find("hotcold.predictor.thresholds")) {
+    HC_ASSIGN_OR_RETURN(hp.predictor_thresholds, f.get_f32_array("hotcold.predictor.thresholds"));
+    if (static_cast<int>(hp.predictor_thresholds.size()) != hp.n_layer)
+      return Status::Error("hotcold.predictor.thresholds: expected " + std::to_string(hp.n_layer) +
+                           " values (one per layer), found " +
+                           std::to_string(hp.predictor_thresholds.size()));
+  }
   return hp;
 }
 
@@ -122,18 +148,35 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
   if (!tok.ok()) return tok.status().with_context("'" + path + "': tokenizer");
   model->tok_.emplace(std::move(tok).value());
   // The tokenizer holds its own tables: release the parsed copies of its big arrays (vocabulary,
-  // merges, scores, types: ~4 MiB for a 49k vocabulary) so they do not count twice in RSS.
+  // merges, scores, types: ~4.7 MiB for a 49k vocabulary) so they do not count twice in RSS.
+  // (Swapped with empty vectors: `v.arr_s = {}` would pick the initializer_list assignment,
+  // which clears the elements but keeps the capacity.)
   for (auto& [key, v] : model->file_.kv) {
     if (key.rfind("tokenizer.ggml.", 0) == 0 && v.is_array()) {
-      v.arr_u = {};
-      v.arr_i = {};
-      v.arr_f = {};
-      v.arr_b = {};
-      v.arr_s = {};
+      release(v.arr_u);
+      release(v.arr_i);
+      release(v.arr_f);
+      release(v.arr_b);
+      release(v.arr_s);
+      release(v.arr_nested);
     }
   }
+  // Everything parse_gguf needed from the header (metadata and tensor table, ~1.7 MiB for a
+  // 49k vocabulary) is copied out by now: drop the file pages it touched from this process.
+  drop_pages(model->mapped_.bytes(), model->file_.data_offset);
   HC_TRY(model->bind_weights().with_context("'" + path + "'"));
-  if (opt.repack) model->repack_weights(/*drop_pages=*/true);
+  model->keep_ffn_rows_ = opt.sparse_ffn;
+  model->keep_gate_rows_ = opt.sparse_gate;
+  if (opt.repack) {
+    model->repack_weights(/*drop_pages=*/true);
+    // The matrices are read from their copies now; only the small F32 vectors still were read
+    // from the file, and each read faulted in its neighbourhood too (64 KiB of fault-around, or
+    // a whole 2 MiB folio where the page cache holds large ones: +8 MiB RSS on SmolLM2 Q8_0).
+    // Copy them (~140 KiB for SmolLM2) and release every page of the file still mapped in; a
+    // matrix left in the file layout faults its pages back in when it is read.
+    model->copy_vectors();
+    drop_pages(model->mapped_.bytes(), model->mapped_.bytes().size());
+  }
   return std::shared_ptr<const LlamaModel>(std::move(model));
 }
 
@@ -144,12 +187,16 @@ void LlamaModel::Unmap::operator()(uint8_t* p) const {
 void LlamaModel::repack_weights(bool drop_pages) {
   std::vector<TensorView*> mats = {&w_.output};
   for (auto& L : w_.layers) {
-    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
-      mats.push_back(t);
+    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.fc1, &L.fc2}) mats.push_back(t);
+    if (!keep_gate_rows_) mats.push_back(&L.ffn_gate);
+    if (!keep_ffn_rows_) {
+      mats.push_back(&L.ffn_up);
+      mats.push_back(&L.ffn_down);
+    }
   }
   const long page = sysconf(_SC_PAGESIZE);
   for (TensorView* t : mats) {
-    if (!ops::repack_available(t->type) || t->packed || t->ne1 < ops::kRepackRows) continue;
+    if (t->empty() || !ops::repack_available(t->type) || t->packed || t->ne1 < ops::kRepackRows) continue;
     const size_t bytes = static_cast<size_t>(ops::repack_bytes(t->type, t->ne0, t->ne1));
     void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
@@ -173,6 +220,25 @@ void LlamaModel::repack_weights(bool drop_pages) {
       const uintptr_t pb = (b + page - 1) / page * page, pe = e / page * page;
       if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
     }
+  }
+}
+
+void LlamaModel::copy_vectors() {
+  std::vector<TensorView*> vecs = {&w_.output_norm, &w_.rope_freqs};
+  for (auto& L : w_.layers) {
+    vecs.push_back(&L.attn_norm);
+    vecs.push_back(&L.ffn_norm);
+  }
+  size_t n = 0;
+  for (const TensorView* t : vecs) n += t->empty() ? 0 : static_cast<size_t>(t->ne0 * t->ne1);
+  vectors_.resize(n);
+  size_t at = 0;
+  for (TensorView* t : vecs) {
+    if (t->empty()) continue;
+    const size_t count = static_cast<size_t>(t->ne0 * t->ne1);
+    std::memcpy(vectors_.data() + at, t->data, count * sizeof(float));
+    *t = TensorView::make(GgmlType::F32, vectors_.data() + at, t->ne0, t->ne1);
+    at += count;
   }
 }
 
@@ -252,7 +318,26 @@ Status LlamaModel::bind_weights() {
     HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
     HC_TRY(bind(file_, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
     HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_up));
-    HC_TRY(bind(file_, p + "ffn_down.weight", hp.n_ff, hp.n_embd, true, &L.ffn_down));
+    // PowerInfer files carry ffn_down_t instead of ffn_down; either (or both) will do.
+    const bool has_down = file_.find_tensor(p + "ffn_down.weight") != nullptr;
+    const bool has_down_t = file_.find_tensor(p + "ffn_down_t.weight") != nullptr;
+    if (has_down || !has_down_t)
+      HC_TRY(bind(file_, p + "ffn_down.weight", hp.n_ff, hp.n_embd, true, &L.ffn_down));
+    if (has_down_t)
+      HC_TRY(bind(file_, p + "ffn_down_t.weight", hp.n_embd, hp.n_ff, true, &L.ffn_down_t));
+    const GgufTensorInfo* fc1 = file_.find_tensor(p + "fc1.weight");
+    const GgufTensorInfo* fc2 = file_.find_tensor(p + "fc2.weight");
+    if ((fc1 == nullptr) != (fc2 == nullptr))
+      return Status::Error("layer " + std::to_string(il) + " has only one of the predictor tensors '" +
+                           p + "fc1.weight' and '" + p + "fc2.weight'");
+    if (fc1) {
+      if (fc1->ne.size() != 2 || fc1->ne[1] < 1)
+        return Status::Error("tensor '" + p + "fc1.weight': expected shape [n_embd, rank], found " +
+                             shape_str(fc1->ne));
+      const int64_t rank = fc1->ne[1];
+      HC_TRY(bind(file_, p + "fc1.weight", hp.n_embd, rank, true, &L.fc1));
+      HC_TRY(bind(file_, p + "fc2.weight", rank, hp.n_ff, true, &L.fc2));
+    }
   }
   return Status::Ok();
 }
@@ -266,7 +351,7 @@ uint64_t LlamaModel::weight_bytes_per_token() const {
   uint64_t total = static_cast<uint64_t>(w_.token_embd.nb1) + bytes(w_.output);
   for (const auto& L : w_.layers)
     total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.ffn_gate) +
-             bytes(L.ffn_up) + bytes(L.ffn_down);
+             bytes(L.ffn_up) + (L.ffn_down.empty() ? bytes(L.ffn_down_t) : bytes(L.ffn_down));
   return total;
 }
 

@@ -32,6 +32,12 @@ struct LlamaHParams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   FfnActivation ffn_act = FfnActivation::kSilu;
+  // PowerInfer's predictor threshold (powerinfer.sparse_threshold): a neuron is predicted to
+  // fire when its predictor logit exceeds it. 0 when the key is absent.
+  float sparse_threshold = 0.0f;
+  // Per-layer predictor thresholds (hotcold.predictor.thresholds, written by train-predictor;
+  // empty when absent: sparse_threshold applies to every layer).
+  std::vector<float> predictor_thresholds;
 
   static Result<LlamaHParams> from_gguf(const GgufFile& f);
 };
@@ -45,7 +51,13 @@ struct LlamaLayerWeights {
   TensorView ffn_norm;     // [n_embd] f32
   TensorView ffn_gate;     // [n_ff rows, n_embd], one row per neuron
   TensorView ffn_up;       // [n_ff rows, n_embd], one row per neuron
-  TensorView ffn_down;     // [n_embd rows, n_ff]
+  TensorView ffn_down;     // [n_embd rows, n_ff]; empty in PowerInfer files, which store
+                           // only its transpose
+  // PowerInfer's layout (optional): the transposed down matrix and the activation predictor
+  // fc2 . relu(fc1 . x) (its rank may differ per layer).
+  TensorView ffn_down_t;   // [n_ff rows, n_embd] (blk.N.ffn_down_t.weight)
+  TensorView fc1;          // [rank rows, n_embd] (blk.N.fc1.weight)
+  TensorView fc2;          // [n_ff rows, rank]   (blk.N.fc2.weight)
 };
 
 struct LlamaWeights {
@@ -63,6 +75,11 @@ class LlamaModel {
     // this CPU runs its kernels, and drop the mmapped pages of the originals, so resident
     // memory stays ~ the file size. false: every weight stays a zero-copy view of the file.
     bool repack = true;
+    // A sparse FFN will run (model/sparse_ffn.h): ffn_up and ffn_down keep the file's row
+    // layout (the sparse operators read single rows; the transposed down is built from it).
+    bool sparse_ffn = false;
+    // Predictor-driven sparse FFN: ffn_gate keeps the row layout too.
+    bool sparse_gate = false;
   };
   // Maps the file, parses GGUF, reads hyperparameters, tokenizer and binds all weights.
   static Result<std::shared_ptr<const LlamaModel>> load(const std::string& path,
@@ -97,6 +114,8 @@ class LlamaModel {
   Status bind_weights();
   // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
   void repack_weights(bool drop_pages);
+  // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there.
+  void copy_vectors();
 
   MappedFile mapped_;
   GgufFile file_;
@@ -104,7 +123,10 @@ class LlamaModel {
   LlamaWeights w_;
   std::optional<Tokenizer> tok_;  // always set after load
   std::vector<std::unique_ptr<uint8_t, Unmap>> packed_;  // anonymous memory, one per matrix
+  std::vector<float> vectors_;  // copies of the F32 vectors when the matrices are repacked
   uint64_t repacked_bytes_ = 0;
+  bool keep_ffn_rows_ = false;  // LoadOptions::sparse_ffn
+  bool keep_gate_rows_ = false;  // LoadOptions::sparse_gate
 };
 
 }  // namespace hc

@@ -1,0 +1,21 @@
+// A hook that sees every layer's FFN activations while the forward pass runs: activation
+// profiling (hotcold profile) and online firing statistics use it.
+#pragma once
+#include <cstdint>
+
+namespace hc {
+
+class FfnObserver {
+ public:
+  virtual ~FfnObserver() = default;
+  // act: [n_tok, n_ff] the activations act(gate . x) (ReLU or SiLU, before the product with
+  // up) of layer il, for the tokens of one forward call. Called on the forward pass's thread.
+  virtual void on_ffn_activation(int il, const float* act, int64_t n_tok, int64_t n_ff) = 0;
+  // x: [n_tok, n_embd] the FFN's input (the RMS-normed residual that gate, up and the
+  // predictors read) of layer il, before the FFN runs. Optional.
+  virtual void on_ffn_input(int il, const float* x, int64_t n_tok, int64_t n_embd) {
+    (void)il, (void)x, (void)n_tok, (void)n_embd;
+  }
+};
+
+}  // namespace hc

@@ -1,0 +1,252 @@
+#include "model/sparse_ffn.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "ops/cpu/ops.h"
+#include "ops/cpu/sparse.h"
+
+namespace hc {
+
+GgmlType down_t_type(GgmlType down_type) {
+  switch (down_type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return down_type;
+    default: return GgmlType::Q8_0;
+  }
+}
+
+SparseFfn::~SparseFfn() {
+  for (auto& [p, n] : owned_) munmap(p, n);
+}
+
+Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& model,
+                                                          const SparseOptions& opt) {
+  const LlamaHParams& hp = model.hparams();
+  if (opt.use_predictor) {
+    for (int il = 0; il < hp.n_layer; ++il)
+      if (model.weights().layers[il].fc1.empty())
+        return Status::Error("sparse FFN: --predictor needs activation predictors in every layer "
+                             "(blk.N.fc1.weight / blk.N.fc2.weight), layer " + std::to_string(il) +
+                             " has none (train them with hotcold train-predictor)");
+    if (!opt.predictor_thresholds.empty() &&
+        static_cast<int>(opt.predictor_thresholds.size()) != hp.n_layer)
+      return Status::Error("sparse FFN: expected " + std::to_string(hp.n_layer) +
+                           " per-layer predictor thresholds, found " +
+                           std::to_string(opt.predictor_thresholds.size()));
+  } else if (opt.thresholds.empty() && hp.ffn_act != FfnActivation::kRelu)
+    return Status::Error(
+        "exact-ReLU sparsity needs a ReLU-family model, but this model's FFN uses SiLU: give "
+        "per-layer thresholds (e.g. --sparsity 0.5 with --stats STATS.gguf from hotcold profile)");
+  if (!opt.thresholds.empty() && static_cast<int>(opt.thresholds.size()) != hp.n_layer)
+    return Status::Error("sparse FFN: expected " + std::to_string(hp.n_layer) +
+                         " per-layer thresholds, found " + std::to_string(opt.thresholds.size()));
+  if (!(opt.max_union_share >= 0.0 && opt.max_union_share <= 1.0))
+    return Status::Error("sparse FFN: max_union_share must be in [0, 1]");
+  std::unique_ptr<SparseFfn> s(new SparseFfn());
+  s->thresholds_ = opt.thresholds.empty() ? std::vector<float>(hp.n_layer, 0.0f) : opt.thresholds;
+  s->max_union_share_ = opt.max_union_share;
+  s->use_predictor_ = opt.use_predictor;
+  s->pred_thresholds_ = !opt.predictor_thresholds.empty() ? opt.predictor_thresholds
+                        : !hp.predictor_thresholds.empty() ? hp.predictor_thresholds
+                                                           : std::vector<float>(hp.n_layer, hp.sparse_threshold);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LlamaLayerWeights& L = model.weights().layers[il];
+    if (!L.ffn_down_t.empty()) {  // PowerInfer's file layout: already transposed
+      s->down_t_.push_back(L.ffn_down_t);
+      continue;
+    }
+    const TensorView& down = L.ffn_down;  // [n_embd rows, n_ff]
+    const GgmlType tt = down_t_type(down.type);
+    const size_t bytes = static_cast<size_t>(ops::transpose_bytes(tt, down));
+    if (down.ne1 % dtype_traits(tt).block_size != 0)
+      return Status::Error("sparse FFN: layer " + std::to_string(il) + ": n_embd " +
+                           std::to_string(down.ne1) + " is not a multiple of the " +
+                           dtype_name(tt) + " block size; cannot transpose ffn_down");
+    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+      return Status::Error("sparse FFN: cannot map " + std::to_string(bytes) +
+                           " bytes for a transposed down matrix: " + std::strerror(errno));
+    auto* dst = static_cast<uint8_t*>(mem);
+    s->owned_.emplace_back(dst, bytes);
+    TensorView src = down;
+    src.packed = nullptr;  // transpose reads the file layout (the original is never repacked
+                           // when a sparse FFN is wanted: LoadOptions::sparse_ffn)
+    ops::transpose_weights(src, tt, dst);
+    s->down_t_.push_back(TensorView::make(tt, dst, down.ne1, down.ne0));
+    s->built_bytes_ += bytes;
+  }
+  return std::unique_ptr<const SparseFfn>(std::move(s));
+}
+
+}  // namespace hc
+
+namespace hc {
+
+namespace {
+
+void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
+  if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
+  else ops::swiglu(g, u, n);
+}
+
+}  // namespace
+
+void ffn_down_dense(const LlamaLayerWeights& L, const float* h, int64_t n_tok, float* out,
+                    ThreadPool& pool, ops::MatmulInput& in, std::vector<int32_t>& iota) {
+  if (!L.ffn_down.empty()) {
+    ops::matmul(L.ffn_down, h, n_tok, out, pool, in);
+    return;
+  }
+  const int64_t n_ff = L.ffn_down_t.ne1;
+  if (static_cast<int64_t>(iota.size()) != n_ff) {
+    iota.resize(static_cast<size_t>(n_ff));
+    for (int64_t i = 0; i < n_ff; ++i) iota[i] = static_cast<int32_t>(i);
+  }
+  ops::sparse_down(L.ffn_down_t, iota.data(), n_ff, h, n_tok, out, pool);
+}
+
+namespace {
+
+// Predictor mode: the firing set comes from fc2 . relu(fc1 . x) before the FFN runs; gate, up
+// and down are computed over it only. A neuron outside a token's predicted set contributes 0.
+void predicted_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
+                         ops::MatmulInput& in, float* gate, float* up, float* out,
+                         SparseScratch& sc, ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok(), rank = L.fc1.ne1;
+  const float thr = sparse.predictor_threshold(il);
+  if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
+  if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
+  ops::matmul(L.fc1, in, sc.hid.data(), pool);
+  for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
+  ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
+  sc.mark.assign(static_cast<size_t>(n_ff), 0);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t i = 0; i < n_ff; ++i) {
+      const bool fires = sc.logit[t * n_ff + i] > thr;
+      sc.mark[i] |= fires;
+      sc.stats.fired += fires;
+    }
+  }
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  sc.idx.clear();
+  for (int64_t i = 0; i < n_ff; ++i)
+    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
+  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
+  auto apply = [&](float* g, const float* u, int64_t n) {
+    if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
+    else ops::swiglu(g, u, n);
+  };
+  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
+    ops::matmul(L.ffn_gate, in, gate, pool);
+    ops::matmul(L.ffn_up, in, up, pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* g = gate + t * n_ff;
+      apply(g, up + t * n_ff, n_ff);
+      for (int64_t i = 0; i < n_ff; ++i)
+        if (!(sc.logit[t * n_ff + i] > thr)) g[i] = 0.0f;
+    }
+    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
+    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
+    sc.stats.dense_batches += 1;
+    return;
+  }
+  if (n_idx == 0) {
+    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
+    return;
+  }
+  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
+    sc.gs.resize(n_tok * n_idx);
+    sc.us.resize(n_tok * n_idx);
+  }
+  ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
+  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* h = sc.gs.data() + t * n_idx;
+    apply(h, sc.us.data() + t * n_idx, n_idx);
+    for (int64_t j = 0; j < n_idx; ++j)
+      if (!(sc.logit[t * n_ff + sc.idx[j]] > thr)) h[j] = 0.0f;
+  }
+  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
+}
+
+}  // namespace
+
+void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {
+  if (kind == FfnActivation::kRelu) {
+    for (int64_t i = 0; i < n; ++i) act[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
+  } else {
+    for (int64_t i = 0; i < n; ++i) act[i] = gate[i] / (1.0f + std::exp(-gate[i]));
+  }
+}
+
+void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
+                      ops::MatmulInput& in, float* gate, float* up, float* out,
+                      SparseScratch& sc, ThreadPool& pool, FfnObserver* observer) {
+  const LlamaHParams& hp = model.hparams();
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
+  if (sparse.use_predictor()) {
+    predicted_ffn_layer(model, sparse, il, in, gate, up, out, sc, pool);
+    return;
+  }
+  const float tau = sparse.threshold(il);
+  ops::matmul(L.ffn_gate, in, gate, pool);  // every neuron's gate: the firing test needs it
+  if (sc.act.size() < static_cast<size_t>(n_tok * n_ff)) sc.act.resize(n_tok * n_ff);
+  ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
+  if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
+  sc.mark.assign(static_cast<size_t>(n_ff), 0);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t i = 0; i < n_ff; ++i) {
+      const bool fires = std::fabs(sc.act[t * n_ff + i]) > tau;
+      sc.mark[i] |= fires;
+      sc.stats.fired += fires;
+    }
+  }
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  sc.idx.clear();
+  for (int64_t i = 0; i < n_ff; ++i)
+    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
+  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
+  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
+    // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
+    ops::matmul(L.ffn_up, in, up, pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* g = gate + t * n_ff;
+      apply_act(hp, g, up + t * n_ff, n_ff);
+      for (int64_t i = 0; i < n_ff; ++i)
+        if (!(std::fabs(sc.act[t * n_ff + i]) > tau)) g[i] = 0.0f;
+    }
+    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
+    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
+    sc.stats.dense_batches += 1;
+    return;
+  }
+  if (n_idx == 0) {
+    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
+    return;
+  }
+  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
+    sc.gs.resize(n_tok * n_idx);
+    sc.us.resize(n_tok * n_idx);
+  }
+  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* h = sc.gs.data() + t * n_idx;
+    for (int64_t j = 0; j < n_idx; ++j) h[j] = gate[t * n_ff + sc.idx[j]];
+    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
+    for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
+      if (!(std::fabs(sc.act[t * n_ff + sc.idx[j]]) > tau)) h[j] = 0.0f;
+  }
+  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
+}
+
+}  // namespace hc

@@ -1,0 +1,115 @@
+// Activation-sparse FFN: per layer, which neurons to compute and the weights the sparse
+// operators (ops/cpu/sparse.h) read.
+//
+// A neuron "fires" for a token when its activation a = act(gate . x) (ReLU or SiLU) has
+// |a| > threshold[layer]. Exact ReLU uses threshold 0: a skipped neuron's output is exactly
+// zero, so the sparse FFN computes the dense FFN's function. SwiGLU models use thresholds
+// calibrated from an activation profile (CATS): skipped neurons are those with small |a|, a
+// measured accuracy cost for a chosen sparsity.
+//
+// Decode (and batches whose union firing set is small) then computes, per layer:
+//   gate for every neuron (dense, the decode layout) -> the firing set S
+//   up over S (sparse_rows), h = act(gate) * up over S (zero where a token's |a| <= threshold)
+//   down over S (sparse_down on the transposed down matrix, PowerInfer's ffn_down_t)
+// The transposed down matrices are built at load from ffn_down, in anonymous memory: exact for
+// F32 / F16 / BF16 (same type); block types are re-quantised to Q8_0 (down_t_type), because
+// re-quantising a transposed 4-bit matrix to 4 bits rounds every weight a second time (on the
+// tiny test models that moved logits by up to ~30% for Q4_K), while Q8_0 adds under 1% of a
+// 4-bit step. The cost: a Q4 down_t row is ~1.9x the bytes, read only for neurons that fire.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor_view.h"
+#include "core/thread_pool.h"
+#include "model/ffn_observer.h"
+#include "model/llama_model.h"
+#include "ops/cpu/matmul.h"
+
+namespace hc {
+
+// The type a transposed down matrix of type `down_type` is stored in.
+GgmlType down_t_type(GgmlType down_type);
+
+struct SparseOptions {
+  // Per-layer thresholds on |act(gate)|; empty = exact ReLU (0 for every layer), which
+  // needs a ReLU-family model.
+  std::vector<float> thresholds;
+  // A batch whose union firing set covers more than this share of the neurons runs the
+  // dense FFN (with the same thresholds applied), which is then faster.
+  double max_union_share = 0.5;
+  // Use the model's activation predictors (blk.N.fc1 / fc2, PowerInfer's layout) to choose
+  // the firing set before the FFN runs: gate, up and down then all run over the predicted set
+  // only. A neuron is predicted to fire when its logit exceeds predictor_thresholds[layer]
+  // (empty: the file's hotcold.predictor.thresholds, else its powerinfer.sparse_threshold for
+  // every layer). Needs predictors in every layer.
+  bool use_predictor = false;
+  std::vector<float> predictor_thresholds;
+};
+
+class SparseFfn {
+ public:
+  static Result<std::unique_ptr<const SparseFfn>> build(const LlamaModel& model,
+                                                        const SparseOptions& opt);
+  ~SparseFfn();
+
+  const TensorView& down_t(int il) const { return down_t_[static_cast<size_t>(il)]; }
+  float threshold(int il) const { return thresholds_[static_cast<size_t>(il)]; }
+  double max_union_share() const { return max_union_share_; }
+  bool use_predictor() const { return use_predictor_; }
+  float predictor_threshold(int il) const { return pred_thresholds_[static_cast<size_t>(il)]; }
+  // Bytes of transposed down matrices built at load.
+  uint64_t built_bytes() const { return built_bytes_; }
+
+ private:
+  SparseFfn() = default;
+  std::vector<TensorView> down_t_;
+  std::vector<float> thresholds_;
+  double max_union_share_ = 0.5;
+  bool use_predictor_ = false;
+  std::vector<float> pred_thresholds_;
+  std::vector<std::pair<uint8_t*, size_t>> owned_;  // anonymous mappings
+  uint64_t built_bytes_ = 0;
+};
+
+// Per-session counters of the sparse FFN (ForwardScratch::sparse_stats).
+struct SparseStats {
+  uint64_t neurons = 0;        // neurons x tokens x layers seen
+  uint64_t fired = 0;          // of which fired (per token)
+  uint64_t computed = 0;       // neurons x tokens computed by up / down (union sets included)
+  uint64_t dense_batches = 0;  // layer calls that fell back to the dense FFN
+  double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
+};
+
+// Buffers of one session's sparse FFN (kept between calls: decode allocates nothing).
+struct SparseScratch {
+  std::vector<int32_t> idx;   // the union firing set, ascending
+  std::vector<uint8_t> mark;  // [n_ff]
+  std::vector<float> act;     // [n_tok, n_ff] act(gate)
+  std::vector<float> gs, us;  // [n_tok, |S|] gate and up over the set (gs becomes h)
+  std::vector<int32_t> iota;  // 0 .. n_ff - 1 (ffn_down_dense)
+  std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
+  ops::MatmulInput pred_in;       // predictor: fc2's input
+  SparseStats stats;
+};
+
+// out = W_down h for n_tok tokens of h [n_tok, n_ff]: the matmul on ffn_down, or, for a
+// PowerInfer file that has only ffn_down_t, the sum of every neuron's row of it. iota: scratch.
+void ffn_down_dense(const LlamaLayerWeights& L, const float* h, int64_t n_tok, float* out,
+                    ThreadPool& pool, ops::MatmulInput& in, std::vector<int32_t>& iota);
+
+// act[i] = act(gate[i]) for the firing test and observers (scalar SiLU: the products with up
+// are rounded as ggml's swiglu by ops::swiglu, not by this).
+void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n);
+
+// Layer il's FFN for the n_tok tokens whose normed inputs `in` holds: out = [n_tok, n_embd].
+// gate and up are [n_tok, n_ff] scratch. Same function as the dense FFN when every threshold is
+// 0 on a ReLU model (up to float summation order).
+// observer (may be null) sees act(gate) of every neuron.
+void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
+                      ops::MatmulInput& in, float* gate, float* up, float* out,
+                      SparseScratch& sc, ThreadPool& pool, FfnObserver* observer);
+
+}  // namespace hc

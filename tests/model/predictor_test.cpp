@@ -1,0 +1,176 @@
+// PowerInfer's model layout (blk.N.ffn_down_t in place of ffn_down, predictors blk.N.fc1 /
+// blk.N.fc2, powerinfer.sparse_threshold, optionally the "PWRI" magic), written by our GGUF
+// writer: it loads, its dense forward equals the ffn_down model's, and the predictor-driven
+// sparse FFN equals the dense one when the predictor is exact. On a ReLU model, fc1 = W_gate
+// and fc2 = I is an exact predictor: logit_i = relu(gate_i) > 0 exactly when neuron i fires.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+#include "tiny_model.h"
+
+namespace hc {
+namespace {
+
+using testing::TinyModel;
+using testing::TinyModelSpec;
+
+const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18};
+
+std::shared_ptr<const LlamaModel> load(const std::vector<uint8_t>& bytes, std::string* err = nullptr) {
+  auto f = parse_gguf(bytes);
+  if (!f.ok()) {
+    if (err) *err = f.message();
+    return nullptr;
+  }
+  auto m = LlamaModel::from_gguf(std::move(f).value(), /*repack=*/true);
+  if (!m.ok()) {
+    if (err) *err = m.message();
+    return nullptr;
+  }
+  return *m;
+}
+
+std::vector<float> run(const LlamaModel& m, const SparseFfn* sparse, SparseStats* stats = nullptr) {
+  KvCache cache(m.hparams().n_layer, 64, int64_t{m.hparams().n_head_kv} * m.hparams().head_dim);
+  ForwardScratch s;
+  s.sparse = sparse;
+  ThreadPool pool(2);
+  std::vector<float> all, l;
+  EXPECT_TRUE(llama_forward(m, cache, s, pool, std::span(kToks.data(), 3), 0, true, &l).ok());
+  all = l;
+  for (size_t i = 3; i < kToks.size(); ++i) {
+    EXPECT_TRUE(llama_forward(m, cache, s, pool, std::span(&kToks[i], 1), static_cast<int>(i), false, &l).ok());
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  if (stats) *stats = s.sparse_scratch.stats;
+  return all;
+}
+
+GgufTensorToWrite* find(GgufWriter& w, const std::string& name) {
+  for (auto& t : w.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// The tiny ReLU model, and the same model in PowerInfer's layout with exact predictors.
+struct Models {
+  TinyModelSpec spec;
+  std::vector<uint8_t> plain, pwr;
+  std::vector<std::vector<uint8_t>> bufs;
+  explicit Models(bool only_fc1_in_layer0 = false) {
+    spec.n_ff = 96;
+    spec.activation = "relu";
+    TinyModel tm(spec);
+    plain = tm.bytes();
+    GgufWriter& w = tm.writer();
+    w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
+    const int64_t E = spec.n_embd, F = spec.n_ff;
+    for (int il = 0; il < spec.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      GgufTensorToWrite* down = find(w, p + "ffn_down.weight");  // [n_embd rows, n_ff] F32
+      const auto* d = reinterpret_cast<const float*>(down->data.data());
+      bufs.emplace_back(static_cast<size_t>(E * F * 4));
+      auto* dt = reinterpret_cast<float*>(bufs.back().data());
+      for (int64_t r = 0; r < E; ++r)
+        for (int64_t i = 0; i < F; ++i) dt[i * E + r] = d[r * F + i];
+      down->name = p + "ffn_down_t.weight";
+      down->ne = {E, F};
+      down->data = {bufs.back().data(), bufs.back().size()};
+      const GgufTensorToWrite* gate = find(w, p + "ffn_gate.weight");
+      bufs.emplace_back(gate->data.begin(), gate->data.end());
+      w.add_tensor({p + "fc1.weight", {E, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
+      if (only_fc1_in_layer0 && il == 0) continue;
+      bufs.emplace_back(static_cast<size_t>(F * F * 4), 0);
+      auto* eye = reinterpret_cast<float*>(bufs.back().data());
+      for (int64_t i = 0; i < F; ++i) eye[i * F + i] = 1.0f;
+      w.add_tensor({p + "fc2.weight", {F, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
+    }
+    pwr = *w.serialize();
+  }
+};
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+TEST(PowerInferLayout, LoadsRunsDenseAndWithItsExactPredictorGivesTheDenseLogits) {
+  Models ms;
+  auto plain = load(ms.plain);
+  ASSERT_TRUE(plain);
+  for (bool pwri_magic : {false, true}) {
+    std::vector<uint8_t> bytes = ms.pwr;
+    if (pwri_magic) std::memcpy(bytes.data(), "PWRI", 4);
+    std::string err;
+    auto m = load(bytes, &err);
+    ASSERT_TRUE(m) << err;
+    const LlamaLayerWeights& L = m->weights().layers[1];
+    EXPECT_TRUE(L.ffn_down.empty());
+    EXPECT_EQ(L.ffn_down_t.ne0, ms.spec.n_embd);
+    EXPECT_EQ(L.ffn_down_t.ne1, ms.spec.n_ff);
+    EXPECT_EQ(L.fc1.ne1, ms.spec.n_ff);  // rank
+    EXPECT_EQ(L.fc2.ne0, ms.spec.n_ff);
+    const auto want = run(*plain, nullptr);
+    const float tol = 1e-3f * (1.0f + max_abs(want));
+    // Dense: the down projection sums every row of ffn_down_t.
+    const auto dense = run(*m, nullptr);
+    ASSERT_EQ(dense.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(dense[i], want[i], tol) << i;
+    // Predictor-driven sparse FFN (always sparse, then always the dense fallback).
+    for (double share : {1.0, 0.0}) {
+      SparseOptions opt;
+      opt.use_predictor = true;
+      opt.max_union_share = share;
+      auto sp = SparseFfn::build(*m, opt);
+      ASSERT_TRUE(sp.ok()) << sp.message();
+      EXPECT_EQ(sp.value()->built_bytes(), 0u);  // the file's ffn_down_t is used as is
+      SparseStats st;
+      const auto got = run(*m, sp->get(), &st);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << "share " << share << " at " << i;
+      EXPECT_GT(st.sparsity(), 0.2);
+      EXPECT_LT(st.sparsity(), 0.8);
+    }
+  }
+}
+
+TEST(PowerInferLayout, PredictorThresholdsAndBadFilesAreChecked) {
+  Models ms;
+  auto m = load(ms.pwr);
+  ASSERT_TRUE(m);
+  // A threshold above every logit predicts nothing: the FFN contributes nothing.
+  SparseOptions opt;
+  opt.use_predictor = true;
+  opt.predictor_thresholds.assign(ms.spec.n_layer, 1e9f);
+  auto sp = SparseFfn::build(*m, opt);
+  ASSERT_TRUE(sp.ok()) << sp.message();
+  SparseStats st;
+  run(*m, sp->get(), &st);
+  EXPECT_EQ(st.fired, 0u);
+  EXPECT_EQ(st.computed, 0u);
+  opt.predictor_thresholds = {0.0f};
+  auto bad = SparseFfn::build(*m, opt);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("expected 2 per-layer predictor thresholds, found 1"), std::string::npos) << bad.message();
+  // The plain model has no predictors.
+  auto plain = load(ms.plain);
+  SparseOptions want_pred;
+  want_pred.use_predictor = true;
+  auto none = SparseFfn::build(*plain, want_pred);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.message().find("train them with hotcold train-predictor"), std::string::npos) << none.message();
+  // fc1 without fc2 is a broken file.
+  Models half(/*only_fc1_in_layer0=*/true);
+  std::string err;
+  EXPECT_FALSE(load(half.pwr, &err));
+  EXPECT_NE(err.find("has only one of the predictor tensors"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace hc

@@ -1,0 +1,155 @@
+// The activation-sparse FFN in the forward pass (model/sparse_ffn.h): exact ReLU gives the
+// dense logits (decode and prompt batches, sparse and dense-fallback paths, several weight
+// types); thresholds on a SwiGLU model skip the neurons below them; bad options are refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+#include "tiny_model.h"
+
+namespace hc {
+namespace {
+
+using testing::TinyModel;
+using testing::TinyModelSpec;
+
+std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes) {
+  auto f = parse_gguf(bytes);
+  EXPECT_TRUE(f.ok()) << f.message();
+  auto m = LlamaModel::from_gguf(std::move(f).value(), /*repack=*/true);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? *m : nullptr;
+}
+
+const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18};
+
+// Logits of every position: a prompt batch of `batch` tokens, then one token at a time.
+std::vector<float> run(const LlamaModel& m, const SparseFfn* sparse, int batch, int nt,
+                       SparseStats* stats = nullptr) {
+  KvCache cache(m.hparams().n_layer, 64, int64_t{m.hparams().n_head_kv} * m.hparams().head_dim);
+  ForwardScratch s;
+  s.sparse = sparse;
+  ThreadPool pool(nt);
+  std::vector<float> all, l;
+  EXPECT_TRUE(llama_forward(m, cache, s, pool, std::span(kToks.data(), batch), 0, true, &l).ok());
+  all = l;
+  for (size_t i = batch; i < kToks.size(); ++i) {
+    EXPECT_TRUE(llama_forward(m, cache, s, pool, std::span(&kToks[i], 1), static_cast<int>(i), false, &l).ok());
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  if (stats) *stats = s.sparse_scratch.stats;
+  return all;
+}
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+class SparseFfnTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
+  TinyModelSpec spec;
+  spec.wtype = GetParam();
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.activation = "relu";
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = load(bytes);
+  ASSERT_TRUE(m);
+  for (int batch : {1, 5}) {
+    const auto dense = run(*m, nullptr, batch, 2);
+    // Float types transpose down exactly; block types re-quantise the transposed rows to Q8_0
+    // (a small second rounding of the down weights). The dense side has its own rounding: it
+    // quantises h before the down matmul (Q8_0 / Q8_1 per 32 values; Q8_K per 256 for Q4_K,
+    // the coarsest), where the sparse sum takes h in float; this 2-layer random model amplifies
+    // either rounding to ~1% of its largest logit.
+    const GgmlType t = GetParam();
+    const float rel = t == GgmlType::F32 || t == GgmlType::F16 ? 2e-3f : 3e-2f;
+    const float tol = rel * (1.0f + max_abs(dense));
+    for (double share : {1.0, 0.0}) {  // always sparse / always the dense fallback
+      SparseOptions opt;
+      opt.max_union_share = share;
+      auto sp = SparseFfn::build(*m, opt);
+      ASSERT_TRUE(sp.ok()) << sp.message();
+      for (int nt : {1, 2}) {
+        SparseStats st;
+        const auto got = run(*m, sp->get(), batch, nt, &st);
+        ASSERT_EQ(got.size(), dense.size());
+        if (share == 0.0 && GetParam() != GgmlType::F16 && GetParam() != GgmlType::F32) {
+          // The fallback runs the dense FFN itself: the same bits.
+          ASSERT_EQ(0, std::memcmp(got.data(), dense.data(), got.size() * sizeof(float)));
+        }
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], dense[i], tol) << dtype_name(GetParam()) << " batch " << batch << " at " << i;
+        // Random ReLU weights fire about half their neurons; the counters see it.
+        EXPECT_GT(st.sparsity(), 0.2);
+        EXPECT_LT(st.sparsity(), 0.8);
+        EXPECT_EQ(st.neurons, uint64_t(spec.n_layer) * spec.n_ff * kToks.size());
+        if (share == 0.0) EXPECT_EQ(st.computed, st.neurons);
+        else EXPECT_LT(st.computed, st.neurons);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SparseFfnTypes,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(SparseFfn, ThresholdsOnSwigluSkipTheSmallActivations) {
+  TinyModelSpec spec;
+  spec.n_ff = 128;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = load(bytes);
+  ASSERT_TRUE(m);
+  const auto dense = run(*m, nullptr, 3, 2);
+  double prev_sparsity = -1;
+  for (float tau : {0.0f, 0.05f, 0.2f, 1e9f}) {
+    SparseOptions opt;
+    opt.thresholds.assign(m->hparams().n_layer, tau);
+    opt.max_union_share = 1.0;
+    auto sp = SparseFfn::build(*m, opt);
+    ASSERT_TRUE(sp.ok()) << sp.message();
+    SparseStats st;
+    const auto got = run(*m, sp->get(), 3, 2, &st);
+    if (tau == 0.0f) {  // SiLU is non-zero almost everywhere: every neuron fires
+      EXPECT_LT(st.sparsity(), 0.01);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], dense[i], 2e-3f * (1 + max_abs(dense)));
+    }
+    EXPECT_GT(st.sparsity(), prev_sparsity);  // a higher threshold skips more
+    prev_sparsity = st.sparsity();
+    if (tau == 1e9f) {
+      EXPECT_EQ(st.fired, 0u);
+      EXPECT_EQ(st.computed, 0u);
+    }
+  }
+}
+
+TEST(SparseFfn, RefusesExactReluOnSwigluAndWrongThresholdCounts) {
+  TinyModelSpec spec;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = load(bytes);
+  ASSERT_TRUE(m);
+  auto a = SparseFfn::build(*m, SparseOptions{});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.message().find("ReLU"), std::string::npos) << a.message();
+  SparseOptions opt;
+  opt.thresholds = {0.1f};
+  auto b = SparseFfn::build(*m, opt);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.message().find("expected 2 per-layer thresholds, found 1"), std::string::npos) << b.message();
+}
+
+}  // namespace
+}  // namespace hc
