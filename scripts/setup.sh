@@ -40,7 +40,10 @@ PY="$VENV/bin/python"
 MODELS="$CACHE/models"
 
 # ---- pins ------------------------------------------------------------------------------------
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates)
+# python3-torch + libopenblas0-openmp: tools/relu (ReLU fine-tuning; torch's default reference BLAS
+# is ~10x slower than OpenBLAS), tested by tests/reference/test_relu_tool.py.
+APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
+              python3-torch libopenblas0-openmp)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf")
