@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, hotcold, hotcold_both
+from conftest import ROOT, hotcold, hotcold_both, parse_ids
 
 TORCH_PY = os.environ.get("HC_TORCH_PYTHON", "/usr/bin/python3")
 TOOL = ROOT / "tools" / "relu" / "relufy.py"
@@ -95,6 +95,13 @@ def test_relufy_llama2c(tmp_path, hotcold_bin, shared_dir, torch_python):
     text = hotcold(hotcold_bin, "run", "-m", out, "-p", "Once upon a time", "-n", 16,
                    "--temp", 0, "-t", 1)
     assert len(text.strip()) > 0
+    # Exact ReLU with the firing set read off the gate (an oracle set): the fine-tuned ReLU
+    # model generates the dense run's tokens one for one.
+    gen = ["run", "-m", out, "-p", "Once upon a time", "-n", 48, "--temp", 0, "--ids", "-t", 2,
+           "--ignore-eos"]
+    dense = parse_ids(hotcold(hotcold_bin, *gen))
+    sparse = parse_ids(hotcold(hotcold_bin, *gen, "--sparse"))
+    assert len(dense) == 48 and sparse == dense, (dense, sparse)
 
 
 def test_relufy_gguf(tmp_path, hotcold_bin, shared_dir, torch_python):
