@@ -183,6 +183,33 @@ void bm_matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
   state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
 }
 
+// A prompt batch against weights in the decode layout (F16: the GEMM reads it in place as its
+// panels; the quantised types pack their panels from it): one matrix, repacked once.
+void bm_gemm_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, int threads) {
+  if (!ops::repack_available(t)) {
+    state.SkipWithError("no decode layout on this CPU");
+    return;
+  }
+  const WeightSet& w = weights(t, rows, cols);
+  std::vector<uint8_t> packed(static_cast<size_t>(ops::repack_bytes(t, cols, rows) + 64));
+  uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  TensorView wv = TensorView::make(t, w.copy(0), cols, rows);
+  ops::repack_groups(wv, 0, (rows + ops::kRepackRows - 1) / ops::kRepackRows, base);
+  wv.packed = base;
+  const std::vector<float> x = random_floats(n_tok * cols, 3);
+  std::vector<float> y(static_cast<size_t>(n_tok * rows));
+  ThreadPool& pool = pool_of(threads);
+  ops::MatmulInput scratch;
+  for (auto _ : state) {
+    ops::matmul(wv, x.data(), n_tok, y.data(), pool, scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double it = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
+}
+
 // The decode layout (ops/cpu/repack.h): the same cold copies, each repacked once. `hot`: one
 // small matrix (256 x 2048, L2-resident) over and over: the kernel's compute ceiling.
 void bm_matvec_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int threads, bool hot) {
@@ -238,6 +265,12 @@ void register_matmul() {
           bm_matmul(s, t, sh.rows, sh.cols, 1, threads);
         })->UseRealTime();
       }
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K})
+    for (int threads : {1, 2})
+      benchmark::RegisterBenchmark(("gemm_repacked/" + std::string(dtype_name(t)) + "/4096x4096/tok:128/threads:" +
+                                    std::to_string(threads)).c_str(),
+                                   [=](benchmark::State& s) { bm_gemm_repacked(s, t, 4096, 4096, 128, threads); })
+          ->UseRealTime()->Unit(benchmark::kMillisecond);
   for (GgmlType t : kWeightTypes)
     for (int64_t n_tok : {64, 512})
       for (int threads : {1, 2}) {

@@ -173,7 +173,7 @@ struct ActBuffers {
   std::vector<int8_t> q;
   std::vector<float> dx;
   std::vector<uint32_t> corr;  // int32 or float bits
-  std::vector<float> xf;       // float path: widened F16 / BF16 activations
+  std::vector<float> xf;       // float path: the activations (F16 / BF16 widened), padded rows
 };
 
 void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64_t k, int8_t* q,
@@ -247,7 +247,7 @@ void int_kernel_scalar(const uint8_t* panel, const IntAct& a, int64_t t0, int nt
   const int64_t stride = f.sub_stride();
   for (int c = 0; c < nt; ++c) {
     const int64_t t = t0 + c;
-    const int8_t* xq = a.q + t * a.k;
+    const int8_t* xq = a.q + t * a.ldq;
     for (int r = 0; r < nrows; ++r) {
       float acc = 0.0f;
       for (int64_t s = 0; s < a.ns; ++s) {
@@ -317,7 +317,10 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
   const int64_t k = w.ne0, ns = k / f.sb, ne1 = w.ne1;
   const int64_t xrb = row_bytes(vt, k);
   ActBuffers& ab = tl_act;
-  if (static_cast<int64_t>(ab.q.size()) < n_tok * k) ab.q.resize(n_tok * k);
+  // Rows 64 bytes longer than k: the micro-kernel reads 8 token rows side by side, and rows
+  // 4 KiB apart would all map to the same L1 sets (as run_float's activations).
+  const int64_t ldq = k + 64;
+  if (static_cast<int64_t>(ab.q.size()) < n_tok * ldq) ab.q.resize(n_tok * ldq);
   if (static_cast<int64_t>(ab.dx.size()) < n_tok * ns) {
     ab.dx.resize(n_tok * ns);
     ab.corr.resize(n_tok * ns);
@@ -329,9 +332,9 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
     int64_t b, e;
     ThreadPool::split(n_tok, ith, nth, &b, &e);
     for (int64_t t = b; t < e; ++t)
-      pack_int_act_row(vt, f, xq + t * xrb, k, q + t * k, dx + t * ns, corr + t * ns);
+      pack_int_act_row(vt, f, xq + t * xrb, k, q + t * ldq, dx + t * ns, corr + t * ns);
   });
-  const IntAct act{q, dx, corr, k, ns};
+  const IntAct act{q, dx, corr, k, ns, ldq};
   const IntKernelFn kernel = kern.int_kernel[f.sb == 16][f.has_min];
   const int64_t panel_bytes = ns * f.sub_stride();
   const int64_t n_groups = (ne1 + kLanes - 1) / kLanes;
@@ -402,25 +405,26 @@ void float_groups(const TensorView& w, const float* x, int64_t ldx, int64_t n_to
 void run_float(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, ThreadPool& pool,
                const Kernels& kern) {
   const int64_t k = w.ne0, ne1 = w.ne1;
-  const float* x = reinterpret_cast<const float*>(xq);
-  if (w.type != GgmlType::F32) {  // widen the F16 / BF16 activations once
-    ActBuffers& ab = tl_act;
-    if (static_cast<int64_t>(ab.xf.size()) < n_tok * k) ab.xf.resize(n_tok * k);
-    float* xf = ab.xf.data();
-    const GgmlType vt = quant::vec_dot_type(w.type);
-    const int64_t xrb = row_bytes(vt, k);
-    pool.run([&](int ith, int nth) {
-      int64_t b, e;
-      ThreadPool::split(n_tok, ith, nth, &b, &e);
-      for (int64_t t = b; t < e; ++t) quant::dequantize_row(vt, xq + t * xrb, xf + t * k, k);
-    });
-    x = xf;
-  }
+  // The activations are copied (F16 / BF16: widened) into rows kPad floats longer than k: the
+  // micro-kernel reads 12 token rows side by side, and at k = 4096 rows 16 KiB apart all map to
+  // the same L1 sets (4K aliasing), which cost the F16 GEMM ~15% (gemm_repacked/F16 bench).
+  constexpr int64_t kPad = 16;
+  const int64_t ldx = k + kPad;
+  ActBuffers& ab = tl_act;
+  if (static_cast<int64_t>(ab.xf.size()) < n_tok * ldx) ab.xf.resize(n_tok * ldx);
+  float* xf = ab.xf.data();
+  const GgmlType vt = quant::vec_dot_type(w.type);
+  const int64_t xrb = row_bytes(vt, k);
+  pool.run([&](int ith, int nth) {
+    int64_t b, e;
+    ThreadPool::split(n_tok, ith, nth, &b, &e);
+    for (int64_t t = b; t < e; ++t) quant::dequantize_row(vt, xq + t * xrb, xf + t * ldx, k);
+  });
   const int64_t n_groups = (ne1 + kLanes - 1) / kLanes;
   pool.run([&](int ith, int nth) {
     int64_t gb, ge;
     ThreadPool::split(n_groups, ith, nth, &gb, &ge);
-    float_groups(w, x, k, n_tok, y, ne1, gb, ge, kern);
+    float_groups(w, xf, ldx, n_tok, y, ne1, gb, ge, kern);
   });
 }
 

@@ -35,7 +35,7 @@ void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64
   const float* cf[C];
   #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) {
-    xq[c] = a.q + (t0 + c) * a.k;
+    xq[c] = a.q + (t0 + c) * a.ldq;
     dx[c] = a.dx + (t0 + c) * ns;
     ci[c] = static_cast<const int32_t*>(a.corr) + (t0 + c) * ns;
     cf[c] = static_cast<const float*>(a.corr) + (t0 + c) * ns;

@@ -38,10 +38,11 @@ struct IntFormat {
 };
 
 struct IntAct {
-  const int8_t* q = nullptr;  // [n_tok][k]
+  const int8_t* q = nullptr;  // [n_tok][ldq]: k levels per token, rows ldq >= k bytes apart
   const float* dx = nullptr;  // [n_tok][ns]
   const void* corr = nullptr; // [n_tok][ns], int32 (offset formats) or float (min formats)
   int64_t k = 0, ns = 0;
+  int64_t ldq = 0;
 };
 
 // Integer micro-kernel: tokens t0 .. t0 + nt - 1 (nt <= kIntTokTile) against one panel; writes
