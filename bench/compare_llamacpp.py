@@ -29,16 +29,18 @@ def hotcold_round(binary: str, model: str, t: int, n_p: int, n_g: int) -> tuple[
                           "-n", str(n_g), "-r", "1", "--json"],
                          check=True, capture_output=True, text=True).stdout
     j = json.loads(out)
-    return j["pp"]["tps_mean"], j["tg"]["tps_mean"]
+    return (j["pp"]["tps_mean"] if n_p else 0.0), (j["tg"]["tps_mean"] if n_g else 0.0)
 
 
 def llamacpp_round(llm: Llama, n_p: int, n_g: int, rng: np.random.Generator) -> tuple[float, float]:
     vocab = llm.n_vocab()
     prompt = [int(x) for x in rng.integers(0, vocab, n_p)]
     llm.reset()
-    t0 = time.perf_counter()
-    llm.eval(prompt)
-    pp = n_p / (time.perf_counter() - t0)
+    pp = 0.0
+    if n_p:  # -p 0: decode only
+        t0 = time.perf_counter()
+        llm.eval(prompt)
+        pp = n_p / (time.perf_counter() - t0)
     llm.reset()
     gen = [int(x) for x in rng.integers(0, vocab, n_g)]
     t0 = time.perf_counter()
@@ -56,9 +58,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hotcold", default=str(Path(__file__).resolve().parent.parent / "build" / "hotcold"))
     a = ap.parse_args()
+    if a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0 or a.rounds < 1:
+        ap.error("expected -p >= 0, -n >= 0 (not both 0) and --rounds >= 1")
     print(f"| model | test | hotcold t/s | llama.cpp t/s | ratio |\n|---|---|---|---|---|")
     for model in a.models:
-        llm = Llama(model_path=model, n_ctx=a.n_prompt + a.n_gen + 8, n_batch=a.n_prompt,
+        llm = Llama(model_path=model, n_ctx=a.n_prompt + a.n_gen + 8, n_batch=max(a.n_prompt, 8),
                     n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
         rng = np.random.default_rng(1)
         llamacpp_round(llm, a.n_prompt, a.n_gen, rng)  # warm-up: page in weights
@@ -69,6 +73,8 @@ def main() -> int:
             print(f"  round {r + 1}/{a.rounds} done", file=sys.stderr)
         name = Path(model).name
         for i, test in enumerate((f"pp{a.n_prompt}", f"tg{a.n_gen}")):
+            if (a.n_prompt, a.n_gen)[i] == 0:
+                continue
             h = statistics.mean(x[i] for x in hc)
             l = statistics.mean(x[i] for x in lc)
             print(f"| {name} | {test} | {h:.1f} | {l:.1f} | {h / l:.2f}x |")
