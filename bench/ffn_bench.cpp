@@ -90,7 +90,7 @@ Bytes random_matrix_bytes(GgmlType t, int64_t rows, int64_t cols, uint32_t seed)
 }
 
 // One FFN layer's weights: [copies] x (gate, up [n_ff, n_embd], down [n_embd, n_ff]) and,
-// for the sparse runs, down_t [n_ff, n_embd] of type ops::sparse down_t type; or the decode
+// for the sparse runs, down_t [n_ff, n_embd] of type ops::down_t_type(type); or the decode
 // layout of gate/up/down for the dense runs. Only the latest set is kept.
 struct FfnSet {
   GgmlType t = GgmlType::F32;
@@ -100,10 +100,6 @@ struct FfnSet {
   std::vector<Bytes> gate, up, down, down_t, packed;  // per copy
   std::vector<TensorView> vgate, vup, vdown, vdown_t;
 };
-
-GgmlType down_t_type_of(GgmlType t) {  // as model/sparse_ffn.cpp's down_t_type
-  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ? t : GgmlType::Q8_0;
-}
 
 const FfnSet& ffn_set(GgmlType t, int64_t n_embd, int64_t n_ff, bool dense) {
   static FfnSet s;
@@ -129,7 +125,7 @@ const FfnSet& ffn_set(GgmlType t, int64_t n_embd, int64_t n_ff, bool dense) {
         v->packed = base;
       }
     } else {
-      const GgmlType tt = down_t_type_of(t);
+      const GgmlType tt = ops::down_t_type(t);
       s.down_t.push_back(random_matrix_bytes(tt, n_ff, n_embd, 400 + c));
       s.vdown_t.push_back(TensorView::make(tt, s.down_t.back().data(), n_embd, n_ff));
     }
@@ -199,7 +195,7 @@ void bm_sparse(benchmark::State& state, GgmlType t, int64_t n_embd, int64_t n_ff
     benchmark::ClobberMemory();
   }
   const double row = static_cast<double>(row_bytes(t, n_embd));
-  const double rowt = static_cast<double>(row_bytes(down_t_type_of(t), n_embd));
+  const double rowt = static_cast<double>(row_bytes(ops::down_t_type(t), n_embd));
   report(state, (dense_gate ? row * n_ff : row * n_sel) + row * n_sel + rowt * n_sel);
 }
 

@@ -265,7 +265,7 @@ Result<std::pair<GgufWriter, std::vector<OutTensor>>> plan_output(
       if (t.ne.size() != 2)
         return Status::Error("tensor '" + t.name + "': expected 2 dimensions, found " +
                              shape_string(t.ne));
-      const GgmlType dt = down_t_type(t.type);
+      const GgmlType dt = ops::down_t_type(t.type);
       const int64_t block = dtype_traits(dt).block_size;
       if (t.ne[1] % block != 0)
         return Status::Error("tensor '" + t.name + "': its transpose is stored as " +

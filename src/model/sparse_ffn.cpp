@@ -13,13 +13,6 @@
 
 namespace hc {
 
-GgmlType down_t_type(GgmlType down_type) {
-  switch (down_type) {
-    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return down_type;
-    default: return GgmlType::Q8_0;
-  }
-}
-
 SparseFfn::~SparseFfn() {
   for (auto& [p, n] : owned_) munmap(p, n);
 }
@@ -61,7 +54,7 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
       continue;
     }
     const TensorView& down = L.ffn_down;  // [n_embd rows, n_ff]
-    const GgmlType tt = down_t_type(down.type);
+    const GgmlType tt = ops::down_t_type(down.type);
     const size_t bytes = static_cast<size_t>(ops::transpose_bytes(tt, down));
     if (down.ne1 % dtype_traits(tt).block_size != 0)
       return Status::Error("sparse FFN: layer " + std::to_string(il) + ": n_embd " +
@@ -71,6 +64,7 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
     if (mem == MAP_FAILED)
       return Status::Error("sparse FFN: cannot map " + std::to_string(bytes) +
                            " bytes for a transposed down matrix: " + std::strerror(errno));
+    madvise(mem, bytes, MADV_HUGEPAGE);  // a firing set's rows are scattered: fewer TLB misses
     auto* dst = static_cast<uint8_t*>(mem);
     s->owned_.emplace_back(dst, bytes);
     TensorView src = down;
@@ -83,15 +77,74 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
   return std::unique_ptr<const SparseFfn>(std::move(s));
 }
 
-}  // namespace hc
-
-namespace hc {
-
 namespace {
 
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
   else ops::swiglu(g, u, n);
+}
+
+// Layer il's FFN once each token's firing mask sc.fire [n_tok, n_ff] is known (from the
+// thresholds or the predictor): the union set, then the dense FFN masked (a large set) or
+// gate (unless gate_done: the dense gate is already in `gate`), up and down over the set, each
+// token's h zeroed outside its own set.
+void ffn_over_set(const LlamaModel& model, const SparseFfn& sparse, int il, bool gate_done,
+                  ops::MatmulInput& in, float* gate, float* up, float* out, SparseScratch& sc,
+                  ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
+  const uint8_t* fire = sc.fire.data();
+  sc.mark.assign(static_cast<size_t>(n_ff), 0);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t i = 0; i < n_ff; ++i) {
+      sc.mark[i] |= fire[t * n_ff + i];
+      sc.stats.fired += fire[t * n_ff + i];
+    }
+  }
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  sc.idx.clear();
+  for (int64_t i = 0; i < n_ff; ++i)
+    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
+  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
+  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
+    // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
+    if (!gate_done) ops::matmul(L.ffn_gate, in, gate, pool);
+    ops::matmul(L.ffn_up, in, up, pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* g = gate + t * n_ff;
+      apply_act(hp, g, up + t * n_ff, n_ff);
+      for (int64_t i = 0; i < n_ff; ++i)
+        if (!fire[t * n_ff + i]) g[i] = 0.0f;
+    }
+    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
+    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
+    sc.stats.dense_batches += 1;
+    return;
+  }
+  if (n_idx == 0) {
+    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
+    return;
+  }
+  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
+    sc.gs.resize(n_tok * n_idx);
+    sc.us.resize(n_tok * n_idx);
+  }
+  if (gate_done) {
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_idx; ++j) sc.gs[t * n_idx + j] = gate[t * n_ff + sc.idx[j]];
+  } else {
+    ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
+  }
+  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* h = sc.gs.data() + t * n_idx;
+    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
+    for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
+      if (!fire[t * n_ff + sc.idx[j]]) h[j] = 0.0f;
+  }
+  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
 }
 
 }  // namespace
@@ -110,75 +163,6 @@ void ffn_down_dense(const LlamaLayerWeights& L, const float* h, int64_t n_tok, f
   ops::sparse_down(L.ffn_down_t, iota.data(), n_ff, h, n_tok, out, pool);
 }
 
-namespace {
-
-// Predictor mode: the firing set comes from fc2 . relu(fc1 . x) before the FFN runs; gate, up
-// and down are computed over it only. A neuron outside a token's predicted set contributes 0.
-void predicted_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
-                         ops::MatmulInput& in, float* gate, float* up, float* out,
-                         SparseScratch& sc, ThreadPool& pool) {
-  const LlamaHParams& hp = model.hparams();
-  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok(), rank = L.fc1.ne1;
-  const float thr = sparse.predictor_threshold(il);
-  if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
-  if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
-  ops::matmul(L.fc1, in, sc.hid.data(), pool);
-  for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
-  ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
-  sc.mark.assign(static_cast<size_t>(n_ff), 0);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    for (int64_t i = 0; i < n_ff; ++i) {
-      const bool fires = sc.logit[t * n_ff + i] > thr;
-      sc.mark[i] |= fires;
-      sc.stats.fired += fires;
-    }
-  }
-  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
-  sc.idx.clear();
-  for (int64_t i = 0; i < n_ff; ++i)
-    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
-  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
-  auto apply = [&](float* g, const float* u, int64_t n) {
-    if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
-    else ops::swiglu(g, u, n);
-  };
-  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
-    ops::matmul(L.ffn_gate, in, gate, pool);
-    ops::matmul(L.ffn_up, in, up, pool);
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* g = gate + t * n_ff;
-      apply(g, up + t * n_ff, n_ff);
-      for (int64_t i = 0; i < n_ff; ++i)
-        if (!(sc.logit[t * n_ff + i] > thr)) g[i] = 0.0f;
-    }
-    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
-    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
-    sc.stats.dense_batches += 1;
-    return;
-  }
-  if (n_idx == 0) {
-    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
-    return;
-  }
-  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
-    sc.gs.resize(n_tok * n_idx);
-    sc.us.resize(n_tok * n_idx);
-  }
-  ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
-  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    float* h = sc.gs.data() + t * n_idx;
-    apply(h, sc.us.data() + t * n_idx, n_idx);
-    for (int64_t j = 0; j < n_idx; ++j)
-      if (!(sc.logit[t * n_ff + sc.idx[j]] > thr)) h[j] = 0.0f;
-  }
-  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
-  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
-}
-
-}  // namespace
-
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {
   if (kind == FfnActivation::kRelu) {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
@@ -193,60 +177,28 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
+  if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sparse.use_predictor()) {
-    predicted_ffn_layer(model, sparse, il, in, gate, up, out, sc, pool);
+    // The firing set from fc2 . relu(fc1 . x) before the FFN runs: logit > threshold.
+    const int64_t rank = L.fc1.ne1;
+    const float thr = sparse.predictor_threshold(il);
+    if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
+    if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
+    ops::matmul(L.fc1, in, sc.hid.data(), pool);
+    for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
+    ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
+    for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] > thr;
+    ffn_over_set(model, sparse, il, /*gate_done=*/false, in, gate, up, out, sc, pool);
     return;
   }
+  // Thresholds: every neuron's gate, then |act(gate)| > threshold (0 for exact ReLU).
   const float tau = sparse.threshold(il);
-  ops::matmul(L.ffn_gate, in, gate, pool);  // every neuron's gate: the firing test needs it
+  ops::matmul(L.ffn_gate, in, gate, pool);
   if (sc.act.size() < static_cast<size_t>(n_tok * n_ff)) sc.act.resize(n_tok * n_ff);
   ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
   if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
-  sc.mark.assign(static_cast<size_t>(n_ff), 0);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    for (int64_t i = 0; i < n_ff; ++i) {
-      const bool fires = std::fabs(sc.act[t * n_ff + i]) > tau;
-      sc.mark[i] |= fires;
-      sc.stats.fired += fires;
-    }
-  }
-  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
-  sc.idx.clear();
-  for (int64_t i = 0; i < n_ff; ++i)
-    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
-  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
-  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
-    // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
-    ops::matmul(L.ffn_up, in, up, pool);
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* g = gate + t * n_ff;
-      apply_act(hp, g, up + t * n_ff, n_ff);
-      for (int64_t i = 0; i < n_ff; ++i)
-        if (!(std::fabs(sc.act[t * n_ff + i]) > tau)) g[i] = 0.0f;
-    }
-    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
-    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
-    sc.stats.dense_batches += 1;
-    return;
-  }
-  if (n_idx == 0) {
-    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
-    return;
-  }
-  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
-    sc.gs.resize(n_tok * n_idx);
-    sc.us.resize(n_tok * n_idx);
-  }
-  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    float* h = sc.gs.data() + t * n_idx;
-    for (int64_t j = 0; j < n_idx; ++j) h[j] = gate[t * n_ff + sc.idx[j]];
-    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
-    for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
-      if (!(std::fabs(sc.act[t * n_ff + sc.idx[j]]) > tau)) h[j] = 0.0f;
-  }
-  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
-  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
+  for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = std::fabs(sc.act[i]) > tau;
+  ffn_over_set(model, sparse, il, /*gate_done=*/true, in, gate, up, out, sc, pool);
 }
 
 }  // namespace hc

@@ -12,7 +12,7 @@
 //   up over S (sparse_rows), h = act(gate) * up over S (zero where a token's |a| <= threshold)
 //   down over S (sparse_down on the transposed down matrix, PowerInfer's ffn_down_t)
 // The transposed down matrices are built at load from ffn_down, in anonymous memory: exact for
-// F32 / F16 / BF16 (same type); block types are re-quantised to Q8_0 (down_t_type), because
+// F32 / F16 / BF16 (same type); block types are re-quantised to Q8_0 (ops::down_t_type), because
 // re-quantising a transposed 4-bit matrix to 4 bits rounds every weight a second time (on the
 // tiny test models that moved logits by up to ~30% for Q4_K), while Q8_0 adds under 1% of a
 // 4-bit step. The cost: a Q4 down_t row is ~1.9x the bytes, read only for neurons that fire.
@@ -29,9 +29,6 @@
 #include "ops/cpu/matmul.h"
 
 namespace hc {
-
-// The type a transposed down matrix of type `down_type` is stored in.
-GgmlType down_t_type(GgmlType down_type);
 
 struct SparseOptions {
   // Per-layer thresholds on |act(gate)|; empty = exact ReLU (0 for every layer), which
@@ -88,6 +85,7 @@ struct SparseScratch {
   std::vector<int32_t> idx;   // the union firing set, ascending
   std::vector<uint8_t> mark;  // [n_ff]
   std::vector<float> act;     // [n_tok, n_ff] act(gate)
+  std::vector<uint8_t> fire;  // [n_tok, n_ff] 1 where the token fires the neuron
   std::vector<float> gs, us;  // [n_tok, |S|] gate and up over the set (gs becomes h)
   std::vector<int32_t> iota;  // 0 .. n_ff - 1 (ffn_down_dense)
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]

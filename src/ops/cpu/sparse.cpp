@@ -151,6 +151,13 @@ void sparse_down_ref(const TensorView& dt, const int32_t* idx, int64_t n_idx, co
   down_slice(dt, idx, n_idx, h, n_tok, out, 0, dt.ne0, nullptr, tmp);
 }
 
+GgmlType down_t_type(GgmlType down_type) {
+  switch (down_type) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16: return down_type;
+    default: return GgmlType::Q8_0;
+  }
+}
+
 int64_t transpose_bytes(GgmlType t, const TensorView& w) { return row_bytes(t, w.ne1) * w.ne0; }
 
 void transpose_weights(const TensorView& w, GgmlType t, uint8_t* dst) {

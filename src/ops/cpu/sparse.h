@@ -43,6 +43,11 @@ void sparse_down(const TensorView& dt, const int32_t* idx, int64_t n_idx, const 
 void sparse_down_ref(const TensorView& dt, const int32_t* idx, int64_t n_idx, const float* h,
                      int64_t n_tok, float* out);
 
+// The type a transposed down matrix of a `down_type` matrix is stored in: F32 / F16 / BF16
+// keep theirs (exact); block types become Q8_0 (re-quantising a transposed 4-bit matrix to 4
+// bits rounds every weight a second time; Q8_0 adds under 1% of a 4-bit step).
+GgmlType down_t_type(GgmlType down_type);
+
 // Bytes of the transpose of w ([ne1, ne0] -> [ne0 rows, ne1]) stored as type t.
 int64_t transpose_bytes(GgmlType t, const TensorView& w);
 // Writes w^T as rows of type t (quantised with quantize_row: for block types the transposed
