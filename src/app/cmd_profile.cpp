@@ -6,7 +6,6 @@
 // histogram, from which each layer's firing threshold for --sparsity is read; the counting pass
 // then covers every chunk with those thresholds. Prints the per-layer power law, writes the
 // statistics file (GGUF) and a PNG of the firing CDF.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,61 +32,6 @@ struct ProfileFlags {
   float sparsity = -1.0f;  // < 0: not given
   int calib_tokens = 2048;
 };
-
-// A progress line on stderr, redrawn in place on a terminal; elsewhere (logs, tests) one line
-// per 10% so the output stays short.
-class Progress {
- public:
-  Progress(const char* label, int total, int64_t tokens_per_step)
-      : label_(label),
-        total_(total),
-        tokens_per_step_(tokens_per_step),
-        tty_(isatty(fileno(stderr)) != 0),
-        t0_(now_seconds()) {}
-
-  void update(int done) {
-    const double dt = now_seconds() - t0_;
-    const int tenth = done * 10 / total_;
-    if (!tty_ && tenth == last_tenth_ && done != total_) return;
-    last_tenth_ = tenth;
-    constexpr int kWidth = 30;
-    const int fill = done * kWidth / total_;
-    const double tps =
-        dt > 0 ? static_cast<double>(done) * static_cast<double>(tokens_per_step_) / dt : 0.0;
-    const double eta = done > 0 ? dt / done * (total_ - done) : 0.0;
-    std::fprintf(stderr, "%s%-9s [%s%s] %d/%d chunks, %.1f tokens/s, ETA %d:%02d%s",
-                 tty_ ? "\r" : "", label_, std::string(static_cast<size_t>(fill), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - fill), '.').c_str(), done, total_, tps,
-                 static_cast<int>(eta) / 60, static_cast<int>(eta) % 60, tty_ ? "  " : "\n");
-    if (tty_ && done == total_) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
- private:
-  const char* label_;
-  int total_;
-  int64_t tokens_per_step_;
-  bool tty_;
-  double t0_;
-  int last_tenth_ = -1;
-};
-
-// Evaluates chunks [0, n_chunk) of `tokens`, each in a fresh context, with BOS first.
-Status run_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx, int n_chunk,
-                  const char* label) {
-  const Tokenizer& tok = session.model().tokenizer();
-  Progress progress(label, n_chunk, n_ctx);
-  progress.update(0);
-  for (int c = 0; c < n_chunk; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + int64_t{c} * n_ctx,
-                               tokens.begin() + int64_t{c + 1} * n_ctx);
-    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    session.truncate(0);
-    HC_TRY(session.eval(chunk));
-    progress.update(c + 1);
-  }
-  return Status::Ok();
-}
 
 // general.name, or the file name when that is missing or only the architecture's name (as
 // converted llama2.c checkpoints have).
@@ -195,7 +139,7 @@ Status profile(const ProfileFlags& f) {
     ActStats calib(hp.n_layer, hp.n_ff, hp.ffn_act);
     calib.set_counting(false);
     session.set_ffn_observer(&calib);
-    Status st = run_chunks(session, tokens, n_ctx, n_calib_chunks, "calibrate");
+    Status st = eval_corpus_chunks(session, tokens, n_ctx, n_calib_chunks, "calibrate");
     session.set_ffn_observer(nullptr);
     HC_TRY(st);
     stats.set_thresholds(calib.thresholds_for_sparsity(sparsity));
@@ -203,7 +147,7 @@ Status profile(const ProfileFlags& f) {
   }
   const double t1 = now_seconds();
   session.set_ffn_observer(&stats);
-  Status st = run_chunks(session, tokens, n_ctx, n_chunk, "profile");
+  Status st = eval_corpus_chunks(session, tokens, n_ctx, n_chunk, "profile");
   session.set_ffn_observer(nullptr);
   HC_TRY(st);
   const double t2 = now_seconds();

@@ -9,7 +9,6 @@
 //      file in memory), ffn_down replaced by its transpose ffn_down_t, plus fc1 / fc2 (F16)
 //      and the per-layer thresholds and metrics.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -44,40 +43,6 @@ struct TrainFlags {
   int max_samples = 20000;
   uint64_t seed = 0;
   float sparsity = -1.0f;  // < 0: not given
-};
-
-// A progress line on stderr, redrawn in place on a terminal; elsewhere (logs, tests) one line
-// per 10% so the output stays short.
-class Progress {
- public:
-  Progress(int total, int64_t tokens_per_step)
-      : total_(total),
-        tokens_per_step_(tokens_per_step),
-        tty_(isatty(fileno(stderr)) != 0),
-        t0_(now_seconds()) {}
-
-  void update(int done) {
-    const int tenth = done * 10 / total_;
-    if (!tty_ && tenth == last_tenth_ && done != total_) return;
-    last_tenth_ = tenth;
-    constexpr int kWidth = 30;
-    const int fill = done * kWidth / total_;
-    const double dt = now_seconds() - t0_;
-    const double tps = dt > 0 ? static_cast<double>(done * tokens_per_step_) / dt : 0.0;
-    std::fprintf(stderr, "%scollect [%s%s] %d/%d chunks, %.1f tokens/s%s", tty_ ? "\r" : "",
-                 std::string(static_cast<size_t>(fill), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - fill), '.').c_str(), done, total_, tps,
-                 tty_ ? "  " : "\n");
-    if (tty_ && done == total_) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  }
-
- private:
-  int total_;
-  int64_t tokens_per_step_;
-  bool tty_;
-  double t0_;
-  int last_tenth_ = -1;
 };
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -135,16 +100,7 @@ Result<std::unique_ptr<PredictorSampler>> collect(const TrainFlags& f,
   sp.n_batch = std::max(f.model.batch, n_ctx);
   Session session(std::move(model), sp);
   session.set_ffn_observer(sampler.get());
-  Progress progress(n_chunk, n_ctx);
-  progress.update(0);
-  for (int c = 0; c < n_chunk; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + int64_t{c} * n_ctx,
-                               tokens.begin() + int64_t{c + 1} * n_ctx);
-    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    session.truncate(0);
-    HC_TRY(session.eval(chunk));
-    progress.update(c + 1);
-  }
+  HC_TRY(eval_corpus_chunks(session, tokens, n_ctx, n_chunk, "collect"));
   return sampler;
 }
 

@@ -1,7 +1,9 @@
 #include "app/common.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -120,6 +122,40 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
               hp.n_head_kv, hp.n_vocab, (*m)->file_bytes() / 1048576.0,
               (*m)->repacked_bytes() / 1048576.0, now_seconds() - t0);
   return m;
+}
+
+Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
+                          int n_chunk, const char* label) {
+  const Tokenizer& tok = session.model().tokenizer();
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const double t0 = now_seconds();
+  int last_tenth = -1;
+  auto progress = [&](int done) {
+    const int tenth = n_chunk > 0 ? done * 10 / n_chunk : 10;
+    if (!tty && tenth == last_tenth && done != n_chunk) return;
+    last_tenth = tenth;
+    constexpr int kWidth = 30;
+    const int fill = n_chunk > 0 ? done * kWidth / n_chunk : kWidth;
+    const double dt = now_seconds() - t0;
+    const double tps = dt > 0 ? static_cast<double>(done) * n_ctx / dt : 0.0;
+    const double eta = done > 0 ? dt / done * (n_chunk - done) : 0.0;
+    std::fprintf(stderr, "%s%s [%s%s] %d/%d chunks, %.1f tokens/s, ETA %d:%02d%s", tty ? "\r" : "",
+                 label, std::string(static_cast<size_t>(fill), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - fill), '.').c_str(), done, n_chunk, tps,
+                 static_cast<int>(eta) / 60, static_cast<int>(eta) % 60, tty ? "  " : "\n");
+    if (tty && done == n_chunk) std::fputc('\n', stderr);
+    std::fflush(stderr);
+  };
+  progress(0);
+  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
+  for (int c = 0; c < n_chunk; ++c) {
+    std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx, chunk.begin());
+    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
+    session.truncate(0);
+    HC_TRY(session.eval(chunk));
+    progress(c + 1);
+  }
+  return Status::Ok();
 }
 
 SessionParams session_params(const ModelFlags& f) {

@@ -56,6 +56,12 @@ void add_sampling_flags(ArgParser& p, SamplerParams* s, std::string* seed);
 Status resolve_seed(const std::string& seed_flag, SamplerParams* params);
 
 Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f);
+// Evaluates chunks [0, n_chunk) of `tokens`, n_ctx each, each in a fresh context with BOS first
+// (as hotcold perplexity), for commands that watch the forward pass (profile,
+// train-predictor). Progress on stderr: "LABEL [###...] done/total chunks, T tokens/s, ETA
+// m:ss", redrawn in place on a terminal, one line per 10% elsewhere (logs, tests).
+Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
+                          int n_chunk, const char* label);
 SessionParams session_params(const ModelFlags& f);
 Result<std::string> read_text_file(const std::string& path);
 
