@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/ops.h"
@@ -40,20 +41,8 @@ namespace {
 
 constexpr int64_t kColdBytes = int64_t{256} << 20;
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-ThreadPool& pool_of(int n) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  auto& p = pools[n];
-  if (!p) p = std::make_unique<ThreadPool>(n);
-  return *p;
-}
+using bench::pool_of;
+using bench::random_floats;
 
 // Anonymous memory with transparent huge pages requested before it is touched, as the model
 // keeps its repacked and transposed weights (a firing set's rows are scattered: with 4 KiB
@@ -134,9 +123,7 @@ const FfnSet& ffn_set(GgmlType t, int64_t n_embd, int64_t n_ff, bool dense) {
 }
 
 void report(benchmark::State& state, double bytes) {
-  state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
-  state.counters["GB/s"] =
-      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  bench::report_bytes(state, bytes);
   state.counters["MB/token"] = bytes / 1e6;
 }
 

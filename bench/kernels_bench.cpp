@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/dtype.h"
 #include "core/tensor_view.h"
 #include "core/thread_pool.h"
@@ -42,27 +43,9 @@ const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                                  GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-std::vector<float> random_floats(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// Reports `bytes` per iteration as bytes_per_second and as the "GB/s" counter (1e9 B/s).
-void report_bytes(benchmark::State& state, double bytes) {
-  state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
-  state.counters["GB/s"] =
-      benchmark::Counter(bytes * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-}
-
-ThreadPool& pool_of(int n_threads) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  auto& p = pools[n_threads];
-  if (!p) p = std::make_unique<ThreadPool>(n_threads);
-  return *p;
-}
+using bench::pool_of;
+using bench::random_floats;
+using bench::report_bytes;
 
 // Weight matrices [rows, cols] of type t: `copies` back-to-back copies, enough to span at least
 // kColdBytes, so that a benchmark cycling through them reads every weight from DRAM as decode
