@@ -75,6 +75,17 @@ inline CliResult run_binary(const std::string& binary, const std::vector<std::st
 // Runs HC_BINARY with args.
 inline CliResult run_hotcold(const std::vector<std::string>& args) { return run_binary(HC_BINARY, args); }
 
+// Converts ../shared's stories260K to dir/NAME.gguf with general.name NAME (a name containing
+// "relu" makes the engine run its FFN as ReGLU); returns the path.
+inline std::string convert_stories260k(const ScratchDir& dir, const std::string& name) {
+  const std::string src = "../shared/models/stories260K/";
+  const std::string out = dir.file(name + ".gguf");
+  CliResult r = run_hotcold({"convert", "--llama2c", src + "stories260K.bin", "--tokenizer",
+                             src + "tok512.bin", "--name", name, "-o", out});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return out;
+}
+
 inline bool has(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;
 }

@@ -18,16 +18,7 @@ using test::has;
 using test::run_hotcold;
 using test::ScratchDir;
 
-const std::string kStoriesDir = "../shared/models/stories260K/";
 const std::string kText = "../shared/data/tinystories/tinystories_val_head.txt";
-
-std::string convert(const ScratchDir& dir, const std::string& name) {
-  const std::string out = dir.file(name + ".gguf");
-  CliResult r = run_hotcold({"convert", "--llama2c", kStoriesDir + "stories260K.bin", "--tokenizer",
-                             kStoriesDir + "tok512.bin", "--name", name, "-o", out});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return out;
-}
 
 double ppl_of(const std::string& out) {
   const auto p = out.find("PPL = ");
@@ -36,7 +27,7 @@ double ppl_of(const std::string& out) {
 
 TEST(SparseCli, ExactReluGeneratesTheDenseTokensAndPerplexity) {
   ScratchDir dir;
-  const std::string model = convert(dir, "stories260K-relu");
+  const std::string model = test::convert_stories260k(dir, "stories260K-relu");
   const std::vector<std::string> gen = {"run", "-m", model, "-p", "Once upon a time", "-n", "48",
                                         "--temp", "0", "--ids", "-t", "2"};
   CliResult dense = run_hotcold(gen);
@@ -70,7 +61,7 @@ TEST(SparseCli, ExactReluGeneratesTheDenseTokensAndPerplexity) {
 
 TEST(SparseCli, SwigluNeedsThresholdsAndBadValuesAreErrors) {
   ScratchDir dir;
-  const std::string model = convert(dir, "stories260K");
+  const std::string model = test::convert_stories260k(dir, "stories260K");
   CliResult r = run_hotcold({"run", "-m", model, "-p", "Hi", "-n", "2", "--sparse"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "needs a ReLU-family model")) << r.err;

@@ -12,16 +12,7 @@
 namespace hc::test {
 namespace {
 
-const std::string kStoriesDir = "../shared/models/stories260K/";
 const std::string kCorpus = "../shared/data/tinystories/tinystories_val_head.txt";
-
-std::string convert(const ScratchDir& dir, const std::string& name) {
-  const std::string out = dir.file(name + ".gguf");
-  CliResult r = run_hotcold({"convert", "--llama2c", kStoriesDir + "stories260K.bin", "--tokenizer",
-                             kStoriesDir + "tok512.bin", "--name", name, "-o", out});
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  return out;
-}
 
 // The first `bytes` of the TinyStories slice, written into dir.
 std::string corpus_slice(const ScratchDir& dir, size_t bytes) {
@@ -59,7 +50,7 @@ class TrainPredictorCli : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new ScratchDir();
-    relu_ = convert(*dir_, "stories260K-relu");
+    relu_ = test::convert_stories260k(*dir_, "stories260K-relu");
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -173,7 +164,7 @@ TEST_F(TrainPredictorCli, SameSeedSameFileOnAnyThreadCount) {
 
 TEST_F(TrainPredictorCli, SiluModelNeedsAProfile) {
   ScratchDir dir;
-  const std::string silu = convert(dir, "stories260K");
+  const std::string silu = test::convert_stories260k(dir, "stories260K");
   const std::string corpus = corpus_slice(dir, 8000);
   const std::string out = dir.file("pred.gguf");
   CliResult r = run_hotcold(
