@@ -147,6 +147,13 @@ void register_vec_dot() {
 
 // --- matmul: matrix-vector (decode) and matrix-matrix (prefill) -------------------------------
 
+// GFLOP/s and tokens/s of a rows x cols matrix times n_tok tokens per iteration.
+void report_flops(benchmark::State& state, int64_t rows, int64_t cols, int64_t n_tok) {
+  const double it = static_cast<double>(state.iterations());
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * it / 1e9, benchmark::Counter::kIsRate);
+  state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
+}
+
 void bm_matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, int threads) {
   const WeightSet& w = weights(t, rows, cols);
   const std::vector<float> x = random_floats(n_tok * cols, 3);
@@ -161,9 +168,7 @@ void bm_matmul(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
     benchmark::ClobberMemory();
   }
   report_bytes(state, static_cast<double>(w.matrix_bytes));
-  const double it = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * it / 1e9, benchmark::Counter::kIsRate);
-  state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
+  report_flops(state, rows, cols, n_tok);
 }
 
 // A prompt batch against weights in the decode layout (F16: the GEMM reads it in place as its
@@ -188,9 +193,7 @@ void bm_gemm_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64_t
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  const double it = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * it / 1e9, benchmark::Counter::kIsRate);
-  state.counters["tok/s"] = benchmark::Counter(n_tok * it, benchmark::Counter::kIsRate);
+  report_flops(state, rows, cols, n_tok);
 }
 
 // The decode layout (ops/cpu/repack.h): the same cold copies, each repacked once. `hot`: one
