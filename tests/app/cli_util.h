@@ -86,6 +86,15 @@ inline std::string convert_stories260k(const ScratchDir& dir, const std::string&
   return out;
 }
 
+inline const std::string kTinyStories = "../shared/data/tinystories/tinystories_val_head.txt";
+
+// The first `bytes` of kTinyStories, written into dir/corpus.txt.
+inline std::string corpus_slice(const ScratchDir& dir, size_t bytes) {
+  const std::string path = dir.file("corpus.txt");
+  write_all(path, read_all(kTinyStories).substr(0, bytes));
+  return path;
+}
+
 inline bool has(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;
 }

@@ -15,14 +15,6 @@
 namespace hc::test {
 namespace {
 
-const std::string kCorpus = "../shared/data/tinystories/tinystories_val_head.txt";
-
-// The first `bytes` of the TinyStories slice, written into dir.
-std::string corpus_slice(const ScratchDir& dir, size_t bytes) {
-  const std::string path = dir.file("corpus.txt");
-  write_all(path, read_all(kCorpus).substr(0, bytes));
-  return path;
-}
 
 uint32_t be32(const std::string& s, size_t at) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data() + at);

@@ -12,14 +12,6 @@
 namespace hc::test {
 namespace {
 
-const std::string kCorpus = "../shared/data/tinystories/tinystories_val_head.txt";
-
-// The first `bytes` of the TinyStories slice, written into dir.
-std::string corpus_slice(const ScratchDir& dir, size_t bytes) {
-  const std::string path = dir.file("corpus.txt");
-  write_all(path, read_all(kCorpus).substr(0, bytes));
-  return path;
-}
 
 double ppl_of(const std::string& out) {
   const auto p = out.find("PPL = ");
@@ -69,7 +61,7 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
                              "-m",
                              relu_,
                              "-f",
-                             kCorpus,
+                             kTinyStories,
                              "-o",
                              out,
                              "-c",
@@ -126,7 +118,7 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
   EXPECT_TRUE(has(gen.err, "activation predictors")) << gen.err;
   EXPECT_GT(gen.out.size(), 40u) << gen.out;
 
-  const std::vector<std::string> ppl = {"perplexity", "-m",  out,        "-f", kCorpus,
+  const std::vector<std::string> ppl = {"perplexity", "-m",  out,        "-f", kTinyStories,
                                         "-c",         "128", "--chunks", "4"};
   CliResult dense = run_hotcold(ppl);
   ASSERT_EQ(dense.exit_code, 0) << dense.err;
@@ -135,7 +127,7 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
   CliResult pred = run_hotcold(pppl);
   ASSERT_EQ(pred.exit_code, 0) << pred.err;
   CliResult orig =
-      run_hotcold({"perplexity", "-m", relu_, "-f", kCorpus, "-c", "128", "--chunks", "4"});
+      run_hotcold({"perplexity", "-m", relu_, "-f", kTinyStories, "-c", "128", "--chunks", "4"});
   ASSERT_EQ(orig.exit_code, 0) << orig.err;
   const double d = ppl_of(dense.out), p = ppl_of(pred.out), o = ppl_of(orig.out);
   ASSERT_TRUE(std::isfinite(d) && std::isfinite(p)) << dense.out << pred.out;
@@ -196,7 +188,7 @@ TEST_F(TrainPredictorCli, SiluModelNeedsAProfile) {
 }
 
 TEST_F(TrainPredictorCli, BadFlagsAreUsageErrors) {
-  const std::vector<std::string> base = {"train-predictor",   "-m", relu_, "-f", kCorpus, "-o",
+  const std::vector<std::string> base = {"train-predictor",   "-m", relu_, "-f", kTinyStories, "-o",
                                          dir_->file("x.gguf")};
   struct Case {
     std::vector<std::string> extra;
@@ -228,10 +220,10 @@ TEST_F(TrainPredictorCli, BadFlagsAreUsageErrors) {
     EXPECT_TRUE(has(r.err, "hotcold train-predictor: error: ")) << r.err;
     EXPECT_TRUE(has(r.err, c.message)) << r.err;
   }
-  CliResult r = run_hotcold({"train-predictor", "-m", relu_, "-f", kCorpus});
+  CliResult r = run_hotcold({"train-predictor", "-m", relu_, "-f", kTinyStories});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(has(r.err, "expected -o OUT.gguf")) << r.err;
-  r = run_hotcold({"train-predictor", "-m", relu_, "-f", kCorpus, "-o", relu_});
+  r = run_hotcold({"train-predictor", "-m", relu_, "-f", kTinyStories, "-o", relu_});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(has(r.err, "is the input model")) << r.err;
   r = run_hotcold({"train-predictor", "--help"});

@@ -4,6 +4,8 @@
 // and activation buffers, and 1-3 threads.
 #include <gtest/gtest.h>
 
+#include "ops_test_util.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -17,13 +19,7 @@
 namespace hc {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using ops_test::randn;
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "ops_test_util.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -13,13 +15,7 @@
 namespace hc {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using ops_test::randn;
 
 // Quantises a float matrix [rows, cols] into type t.
 std::vector<uint8_t> quantize_matrix(GgmlType t, const std::vector<float>& w, int64_t rows, int64_t cols) {

@@ -5,6 +5,8 @@
 // get_row read the layout when a view carries it, with the same results as without it.
 #include <gtest/gtest.h>
 
+#include "ops_test_util.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -21,13 +23,7 @@
 namespace hc {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using ops_test::randn;
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K,
                            GgmlType::F16};

@@ -6,6 +6,8 @@
 //   - transpose_weights is exact for float types and within quantisation error otherwise.
 #include <gtest/gtest.h>
 
+#include "ops_test_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,13 +27,7 @@ const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using ops_test::randn;
 
 // A random [rows, cols] matrix of type t (owning its bytes).
 struct Matrix {
