@@ -51,7 +51,7 @@ void down_slice(const TensorView& dt, const int32_t* idx, int64_t n_idx, const f
       for (int64_t j = 0; j < n_idx; ++j) {
         if (j + 4 < n_idx) {
           const auto* pf = reinterpret_cast<const char*>(dt.row(idx[j + 4]) + o);
-          for (int64_t b = 0; b < nbytes; b += 64) __builtin_prefetch(pf + b, 0, 3);
+          for (int64_t b = 0; b < nbytes; b += 64) __builtin_prefetch(pf + b, 0, 2);  // into L2
         }
         axpy(dt.row(idx[j]) + o, h[j], out + c, c1 - c);
       }
