@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <cmath>
+#include <string>
 
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
@@ -17,6 +18,13 @@ void ensure(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+Status check_token(const LlamaHParams& hp, int32_t t) {
+  if (t < 0 || t >= hp.n_vocab)
+    return Status::Error("token id " + std::to_string(t) + " out of range [0, " +
+                         std::to_string(hp.n_vocab) + ")");
+  return Status::Ok();
+}
+
 Status validate(const LlamaModel& model, const KvCache& cache, std::span<const int32_t> tokens,
                 int pos0) {
   const LlamaHParams& hp = model.hparams();
@@ -25,13 +33,79 @@ Status validate(const LlamaModel& model, const KvCache& cache, std::span<const i
     return Status::Error("context overflow: positions " + std::to_string(pos0) + ".." +
                          std::to_string(pos0 + tokens.size() - 1) + " do not fit a context of " +
                          std::to_string(cache.n_ctx) + " tokens");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= hp.n_vocab)
-      return Status::Error("token id " + std::to_string(t) + " out of range [0, " +
-                           std::to_string(hp.n_vocab) + ")");
+  for (int32_t t : tokens) HC_TRY(check_token(hp, t));
   HC_CHECK(cache.n_layer == hp.n_layer && cache.kv_dim == int64_t{hp.n_head_kv} * hp.head_dim);
   return Status::Ok();
 }
+
+// The multi-sequence API takes caches from several server slots: a wrong one is an error there,
+// not a programming bug.
+Status validate_steps(const LlamaModel& model, std::span<const SeqStep> steps,
+                      const std::vector<float>* logits) {
+  const LlamaHParams& hp = model.hparams();
+  if (steps.empty()) return Status::Error("no decode steps to evaluate");
+  if (!logits) return Status::Error("no logits buffer given");
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::string step = "decode step " + std::to_string(i) + ": ";
+    const KvCache* c = steps[i].cache;
+    if (!c) return Status::Error(step + "no KV cache");
+    const uint64_t cells = static_cast<uint64_t>(c->n_layer) * static_cast<uint64_t>(c->n_ctx) *
+                           static_cast<uint64_t>(c->kv_dim);
+    if (c->n_layer != hp.n_layer || c->kv_dim != kv_dim || c->n_ctx <= 0 ||
+        c->k.size() != cells || c->v.size() != cells)
+      return Status::Error(step + "KV cache of " + std::to_string(c->n_layer) + " layers x " +
+                           std::to_string(c->n_ctx) + " positions x kv_dim " +
+                           std::to_string(c->kv_dim) + " (" + std::to_string(c->k.size()) +
+                           " K cells) does not fit the model's " + std::to_string(hp.n_layer) +
+                           " layers x kv_dim " + std::to_string(kv_dim));
+    if (steps[i].pos < 0 || steps[i].pos >= c->n_ctx)
+      return Status::Error(step + "context overflow: position " + std::to_string(steps[i].pos) +
+                           " does not fit a context of " + std::to_string(c->n_ctx) + " tokens");
+    HC_TRY(check_token(hp, steps[i].token));
+    for (size_t j = 0; j < i; ++j)  // a handful of slots: quadratic, allocation-free
+      if (steps[j].cache == c)
+        return Status::Error("decode steps " + std::to_string(j) + " and " + std::to_string(i) +
+                             " share one KV cache (one step per sequence)");
+  }
+  return Status::Ok();
+}
+
+// The token rows of one forward pass and where each meets the KV cache: one sequence (row t is
+// tokens[t] at position pos0 + t of `cache`), or independent decode steps (row t is steps[t],
+// with its own cache and position). The layer code below serves both.
+struct Rows {
+  int64_t n_tok = 0;
+  KvCache* cache = nullptr;  // one sequence
+  std::span<const int32_t> tokens;
+  int pos0 = 0;
+  std::span<const SeqStep> steps;  // several sequences
+
+  static Rows sequence(KvCache& cache, std::span<const int32_t> tokens, int pos0) {
+    return {static_cast<int64_t>(tokens.size()), &cache, tokens, pos0, {}};
+  }
+  static Rows decode_steps(std::span<const SeqStep> steps) {
+    return {static_cast<int64_t>(steps.size()), nullptr, {}, 0, steps};
+  }
+  bool multi() const { return !steps.empty(); }
+  KvCache& cache_of(int64_t t) const { return multi() ? *steps[t].cache : *cache; }
+  int pos_of(int64_t t) const { return multi() ? steps[t].pos : pos0 + static_cast<int>(t); }
+  int32_t token_of(int64_t t) const { return multi() ? steps[t].token : tokens[t]; }
+  // llama.cpp attends over a cache view padded past the batch's last position and picks its
+  // f16 kernels by the batch size; both change the rounding, so mirror them. An independent
+  // step sees exactly what its own one-token decode would.
+  int64_t kv_pad(int64_t t) const {
+    return ops::attention_kv_pad(multi() ? pos_of(t) + 1 : pos0 + n_tok);
+  }
+  ops::AttentionKernels kernels(int64_t t, int head_dim) const {
+    return ops::attention_kernels(multi() ? 1 : n_tok, head_dim, kv_pad(t));
+  }
+  int64_t max_kv_pad() const {
+    int64_t m = 0;
+    for (int64_t t = 0; t < n_tok; ++t) m = std::max(m, kv_pad(t));
+    return m;
+  }
+};
 
 // Normalises every token row of x into xb.
 void norm_rows(const float* x, float* xb, const TensorView& w, int64_t n_tok, int64_t n, float eps) {
@@ -39,48 +113,59 @@ void norm_rows(const float* x, float* xb, const TensorView& w, int64_t n_tok, in
     ops::rmsnorm(xb + t * n, x + t * n, static_cast<const float*>(w.data), n, eps);
 }
 
-void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il, KvCache& cache,
-                     ForwardScratch& s, ThreadPool& pool, int64_t n_tok, int pos0) {
+// RoPE on row t's q and k, then its K/V into its cache at its position.
+void rope_and_store(const LlamaHParams& hp, int il, const Rows& rows, ForwardScratch& s) {
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  for (int64_t t = 0; t < rows.n_tok; ++t) {
+    const float* cs = s.rope.data() + t * hp.n_rot;
+    for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
+    for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k.data() + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
+    KvCache& cache = rows.cache_of(t);
+    const int pos = rows.pos_of(t);
+    // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).
+    quant::quantize_row(GgmlType::F16, s.k.data() + t * kv_dim, cache.k_at(il, pos), kv_dim);
+    fp16_t* vh = s.v16.data();
+    quant::quantize_row(GgmlType::F16, s.v.data() + t * kv_dim, vh, kv_dim);
+    for (int64_t d = 0; d < kv_dim; ++d) cache.v_row(il, d)[pos] = vh[d];
+  }
+}
+
+void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il,
+                     const Rows& rows, ForwardScratch& s, ThreadPool& pool) {
   const LlamaHParams& hp = model.hparams();
-  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim, kv_dim = cache.kv_dim;
+  const int64_t n_tok = rows.n_tok;
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   norm_rows(s.x.data(), s.xb.data(), L.attn_norm, n_tok, hp.n_embd, hp.rms_eps);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // Q, K and V read the same quantised input
   ops::matmul(L.wq, s.in, s.q.data(), pool);
   ops::matmul(L.wk, s.in, s.k.data(), pool);
   ops::matmul(L.wv, s.in, s.v.data(), pool);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const float* cs = s.rope.data() + t * hp.n_rot;
-    for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q.data() + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
-    for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k.data() + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
-    // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).
-    quant::quantize_row(GgmlType::F16, s.k.data() + t * kv_dim, cache.k_at(il, pos0 + t), kv_dim);
-    fp16_t* vh = s.v16.data();
-    quant::quantize_row(GgmlType::F16, s.v.data() + t * kv_dim, vh, kv_dim);
-    for (int64_t d = 0; d < kv_dim; ++d) cache.v_row(il, d)[pos0 + t] = vh[d];
-  }
-  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
+  rope_and_store(hp, il, rows, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-  if (n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
+  if (!rows.multi() && n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
     // Prompt batches: blocked score / value GEMMs instead of one dot per (token, head, key).
-    ops::attention_batch(s.q.data(), cache.k_at(il, 0), cache.v_row(il, 0), pos0, n_tok, shape,
-                         scale, s.att.data(), pool, s.att_blk);
+    KvCache& cache = *rows.cache;
+    const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
+    ops::attention_batch(s.q.data(), cache.k_at(il, 0), cache.v_row(il, 0), rows.pos0, n_tok,
+                         shape, scale, s.att.data(), pool, s.att_blk);
   } else {
-    // llama.cpp attends over a cache view padded to 256 positions and picks its f16 matmul
-    // kernels by the batch size; both change the rounding, so mirror them.
-    const int64_t n_kv_pad = ops::attention_kv_pad(pos0 + n_tok);
-    const ops::AttentionKernels kernels = ops::attention_kernels(n_tok, hp.head_dim, n_kv_pad);
     // Work items are (token, head) pairs so that single-token decode still uses every thread.
     const int64_t n_items = n_tok * hp.n_head;
+    const int64_t tmp_stride = 2 * rows.max_kv_pad();
     pool.run([&](int ith, int nth) {
       int64_t b, e;
       ThreadPool::split(n_items, ith, nth, &b, &e);
-      float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * 2 * n_kv_pad;
+      float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * tmp_stride;
       for (int64_t it = b; it < e; ++it) {
         const int64_t t = it / hp.n_head;
         const int h = static_cast<int>(it % hp.n_head);
+        KvCache& cache = rows.cache_of(t);
+        const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
         ops::attention_one(s.q.data() + t * q_dim, cache.k_at(il, 0), cache.v_row(il, 0),
-                           pos0 + t + 1, n_kv_pad, shape, scale, kernels, h, h + 1,
-                           s.att.data() + t * q_dim, tmp);
+                           rows.pos_of(t) + 1, rows.kv_pad(t), shape, scale,
+                           rows.kernels(t, hp.head_dim), h, h + 1, s.att.data() + t * q_dim, tmp);
       }
     });
   }
@@ -116,48 +201,51 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
     if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
     else ops::swiglu(g, u, hp.n_ff);
   }
+  // ffn_down_dense reuses s.in as its scratch, so it inherits s.in's matmul mode.
   ffn_down_dense(L, s.gate.data(), n_tok, s.proj.data(), pool, s.in, s.sparse_scratch.iota);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
-}  // namespace
-
-namespace {
-
-// One micro-batch: tokens at [pos0, pos0 + n); logits of its last token (or of all its tokens)
-// written to `out` unless it is null.
-void forward_ubatch(const LlamaModel& model, KvCache& cache, ForwardScratch& s, ThreadPool& pool,
-                    std::span<const int32_t> tokens, int pos0, bool all_logits, float* out) {
+// One micro-batch of rows; the logits of rows [first_out, n_tok) written to `out` unless it is
+// null.
+void forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch& s,
+                    ThreadPool& pool, int64_t first_out, float* out) {
   const LlamaHParams& hp = model.hparams();
   const LlamaWeights& W = model.weights();
-  const int64_t n_tok = static_cast<int64_t>(tokens.size());
+  const int64_t n_tok = rows.n_tok;
   const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   ensure(s.x, n_tok * hp.n_embd);
   ensure(s.xb, n_tok * hp.n_embd);
   ensure(s.q, n_tok * q_dim);
-  ensure(s.k, n_tok * cache.kv_dim);
-  ensure(s.v, n_tok * cache.kv_dim);
+  ensure(s.k, n_tok * kv_dim);
+  ensure(s.v, n_tok * kv_dim);
   ensure(s.att, n_tok * q_dim);
   ensure(s.proj, n_tok * hp.n_embd);
   ensure(s.gate, n_tok * hp.n_ff);
   ensure(s.up, n_tok * hp.n_ff);
   ensure(s.rope, n_tok * hp.n_rot);
-  if (s.v16.size() < static_cast<size_t>(cache.kv_dim)) s.v16.resize(cache.kv_dim);
-  ensure(s.att_tmp, static_cast<size_t>(pool.size()) * 2 * ops::attention_kv_pad(pos0 + n_tok));
+  if (s.v16.size() < static_cast<size_t>(kv_dim)) s.v16.resize(kv_dim);
+  ensure(s.att_tmp, static_cast<size_t>(pool.size()) * 2 * rows.max_kv_pad());
+  // Independent sequences must not see each other in the arithmetic: every matmul row as in a
+  // one-token call (never the packed GEMM, which rounds differently).
+  const ops::MatmulMode mode = rows.multi() ? ops::MatmulMode::kPerToken : ops::MatmulMode::kAuto;
+  s.in.set_mode(mode);
+  s.sparse_scratch.pred_in.set_mode(mode);
 
   for (int64_t t = 0; t < n_tok; ++t) {
-    ops::get_row(W.token_embd, tokens[t], s.x.data() + t * hp.n_embd);
+    ops::get_row(W.token_embd, rows.token_of(t), s.x.data() + t * hp.n_embd);
     ops::rope_cache(s.rope.data() + t * hp.n_rot, hp.n_rot, model.rope_theta_scale(),
-                    hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data), pos0 + t);
+                    hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data),
+                    rows.pos_of(t));
   }
   for (int il = 0; il < hp.n_layer; ++il) {
-    attention_block(model, W.layers[il], il, cache, s, pool, n_tok, pos0);
+    attention_block(model, W.layers[il], il, rows, s, pool);
     ffn_block(model, il, s, pool, n_tok);
   }
   if (!out) return;
-  const int64_t first = all_logits ? 0 : n_tok - 1;
-  const int64_t n_out = n_tok - first;
-  float* xo = s.x.data() + first * hp.n_embd;
+  const int64_t n_out = n_tok - first_out;
+  float* xo = s.x.data() + first_out * hp.n_embd;
   norm_rows(xo, s.xb.data(), W.output_norm, n_out, hp.n_embd, hp.rms_eps);
   ops::matmul(W.output, s.xb.data(), n_out, out, pool, s.in);
 }
@@ -177,8 +265,23 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
     const int64_t n = std::min<int64_t>(kForwardUbatch, n_tok - b);
     float* out = all_logits ? logits->data() + b * n_vocab
                             : (b + n == n_tok ? logits->data() : nullptr);
-    forward_ubatch(model, cache, s, pool, tokens.subspan(b, n), pos0 + static_cast<int>(b),
-                   all_logits, out);
+    const Rows rows = Rows::sequence(cache, tokens.subspan(b, n), pos0 + static_cast<int>(b));
+    forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out);
+  }
+  return Status::Ok();
+}
+
+Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
+                           ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits) {
+  HC_TRY(validate_steps(model, steps, logits));
+  const int64_t n_steps = static_cast<int64_t>(steps.size());
+  const int64_t n_vocab = model.hparams().n_vocab;
+  logits->resize(static_cast<size_t>(n_steps) * n_vocab);
+  // Steps are independent, so splitting them into micro-batches changes no bits.
+  for (int64_t b = 0; b < n_steps; b += kForwardUbatch) {
+    const int64_t n = std::min<int64_t>(kForwardUbatch, n_steps - b);
+    forward_ubatch(model, Rows::decode_steps(steps.subspan(b, n)), s, pool, 0,
+                   logits->data() + b * n_vocab);
   }
   return Status::Ok();
 }

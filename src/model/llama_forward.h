@@ -1,6 +1,7 @@
-// The LLaMA-family forward pass over a batch of tokens at consecutive positions.
-// Weights come from the shared immutable LlamaModel; the KV cache and the scratch buffers
-// belong to the caller's session.
+// The LLaMA-family forward pass over a batch of tokens at consecutive positions of one
+// sequence, or over one decode step each of several independent sequences.
+// Weights come from the shared immutable LlamaModel; the KV caches and the scratch buffers
+// belong to the caller's sessions.
 #pragma once
 #include <span>
 #include <vector>
@@ -27,7 +28,7 @@ struct ForwardScratch {
   std::vector<float> rope;      // [n_tok, n_rot] cos/sin pairs per position
   std::vector<float> att_blk;   // attention_batch scratch (prompt batches)
   std::vector<fp16_t> v16;      // [kv_dim] one token's V in fp16 before the transposed store
-  std::vector<float> att_tmp;   // [n_threads, n_ctx] attention scores per thread
+  std::vector<float> att_tmp;   // [n_threads, 2 * n_kv_pad] attention scores per thread
   ops::MatmulInput in;          // current matmul input, quantised once per dot type
   // Activation-sparse FFN (model/sparse_ffn.h), or null for the dense FFN; its buffers and
   // counters.
@@ -45,5 +46,27 @@ constexpr int64_t kForwardUbatch = 128;
 Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
                      ThreadPool& pool, std::span<const int32_t> tokens, int pos0,
                      bool all_logits, std::vector<float>* logits);
+
+// One decode step of one sequence: `token` goes to position `pos` of `cache` (the cache already
+// holds positions [0, pos)). Different steps use different caches (one per server slot).
+struct SeqStep {
+  KvCache* cache;
+  int pos;
+  int32_t token;
+};
+
+// Runs every step in one forward pass (continuous batching): the weight matmuls read each
+// weight once for all steps (ops::MatmulMode::kPerToken), attention runs per step over its own
+// cache, RoPE at each step's position, K/V stored into each step's cache. logits receives
+// [steps.size(), n_vocab]. More than kForwardUbatch steps run in several passes.
+// Batch invariance: with the dense FFN, each step's logits (and its cache afterwards) are
+// bit-identical to llama_forward(model, *step.cache, ..., {step.token}, step.pos, false, ...)
+// alone: every row gets a one-token call's matmul and attention arithmetic. With s.sparse the
+// FFN runs over the union of the steps' firing sets (the same function for exact ReLU).
+// Errors (nothing is computed): no steps, a null cache or logits, a position outside its
+// cache's context, a token id out of range, two steps sharing a cache, a cache whose shape
+// does not match the model.
+Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
+                           ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits);
 
 }  // namespace hc

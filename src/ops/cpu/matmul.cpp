@@ -65,7 +65,7 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
   HC_CHECK(in.ne0() == w.ne0);
   const GgmlType vt = quant::vec_dot_type(w.type);
   const uint8_t* xq = in.quantized(vt, pool);
-  if (in.n_tok() >= kGemmMinTokens && gemm_available(w.type)) {
+  if (in.mode() == MatmulMode::kAuto && in.n_tok() >= kGemmMinTokens && gemm_available(w.type)) {
     gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
     return;
   }
@@ -73,6 +73,8 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
     repack_matmul(w, xq, in.n_tok(), y, pool);  // decode: 16 rows per SIMD pass
     return;
   }
+  // Per-row dot products: which kernel a row uses (dot4 or dot) depends on the thread's row
+  // range, never on n_tok, so every token row gets a one-token call's bits (kPerToken).
   const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row
   const quant::VecDot4Fn dot4 = quant::vec_dot4_fn(w.type);
   const int64_t ne0 = w.ne0, ne1 = w.ne1, n_tok = in.n_tok();

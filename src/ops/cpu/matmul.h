@@ -15,11 +15,23 @@
 
 namespace hc::ops {
 
+// How matmul computes a batch of token rows.
+//   kAuto:     batches of kGemmMinTokens (gemm.h) or more run the packed GEMM when it is
+//              available: fastest for prompts, but it rounds differently from one token.
+//   kPerToken: every row gets exactly the arithmetic of a one-token call (the decode kernels,
+//              the weights still streamed once for the batch): batch invariance, for decoding
+//              several independent sequences in one pass.
+enum class MatmulMode { kAuto, kPerToken };
+
 // One matmul input x [n_tok, ne0] and its quantised forms, made on first use per dot type.
 // reset() starts a new input; buffers are kept, so steady-state decode allocates nothing.
+// The mode (kAuto unless set) belongs to the object, not to one input: it survives reset(), so
+// helpers that reuse a caller's MatmulInput as scratch (matmul's one-off overload) honour it.
 class MatmulInput {
  public:
   void reset(const float* x, int64_t n_tok, int64_t ne0);
+  void set_mode(MatmulMode mode) { mode_ = mode; }
+  MatmulMode mode() const { return mode_; }
   int64_t n_tok() const { return n_tok_; }
   int64_t ne0() const { return ne0_; }
   // [n_tok, row_bytes(vt, ne0)] rows quantised to vt (x itself for F32).
@@ -33,12 +45,13 @@ class MatmulInput {
   };
   const float* x_ = nullptr;
   int64_t n_tok_ = 0, ne0_ = 0;
+  MatmulMode mode_ = MatmulMode::kAuto;
   std::vector<Slot> slots_;  // one per dot type seen; a model uses one or two
 };
 
-// y = x W^T for the input set in `in` (in.ne0() == w.ne0).
+// y = x W^T for the input set in `in` (in.ne0() == w.ne0), computed as in.mode() says.
 void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool);
-// The same for a one-off input; `scratch` only holds buffers between calls.
+// The same for a one-off input; `scratch` holds buffers between calls and gives the mode.
 void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,
             MatmulInput& scratch);
 

@@ -70,7 +70,10 @@ void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst);
 void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst);
 
 // y[t * w.ne1 + r] = W[r] . x[t] for t < n_tok, from the layout at w.packed; xq as matmul's
-// quantised activation rows. HC_CHECK: repack_available(w.type).
+// quantised activation rows. Threads split the groups; each runs an L2-sized chunk of its
+// groups for every token before the next chunk, so the weights are streamed once per call,
+// and each (group, token) is computed as in a one-token call: every token's row is
+// bit-identical to repack_matmul on that token alone. HC_CHECK: repack_available(w.type).
 void repack_matmul(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
                    ThreadPool& pool);
 // The scalar twin, one thread: bit-identical to repack_matmul.
