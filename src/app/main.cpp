@@ -22,7 +22,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"run", hc::cmd_run, "generate text from a prompt"},
     {"chat", hc::cmd_chat, "interactive chat using the model's chat template"},
-    {"serve", nullptr, "OpenAI-compatible HTTP server"},
+    {"serve", hc::cmd_serve, "OpenAI-compatible HTTP server and web chat"},
     {"bench", hc::cmd_bench, "measure prompt and generation speed"},
     {"perplexity", hc::cmd_perplexity, "perplexity of a model over a text file"},
     {"eval", nullptr, "task evaluation (HumanEval, MBPP)"},

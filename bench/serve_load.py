@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Load test for `hotcold serve`: N concurrent streaming clients on loopback for a bounded time.
+
+Every stream must end with `data: [DONE]` and carry exactly the greedy text of its prompt
+(computed first, one request at a time: decode is batch-invariant, so the text may not depend
+on what else runs). The server's resident memory is sampled throughout and must stay bounded.
+
+  bench/serve_load.py -m MODEL.gguf [--bin build/hotcold] [--clients 32] [--duration 30]
+                      [--parallel 8] [--max-tokens 32] [--json OUT.json]
+
+Prints requests/s, generated tokens/s, latency and time-to-first-token percentiles, and RSS.
+Exit status 1 if any request failed, any stream was incomplete or wrong, or RSS grew more
+than --max-rss-growth-mib between the end of the warm-up and the end of the run.
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PROMPTS = [
+    "The capital of France is", "Once upon a time, there was a little", "def fibonacci(n):",
+    "The three primary colors are", "In the beginning of the universe,", "My favourite food is",
+    "The best way to learn a language is", "import numpy as np\n",
+]
+
+
+def rss_mib(pid):
+    try:
+        m = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
+        return int(m.group(1)) / 1024 if m else 0.0
+    except OSError:
+        return 0.0
+
+
+def start_server(args):
+    cmd = [args.bin, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
+           "--parallel", str(args.parallel), "-c", str(args.parallel * args.ctx_per_slot),
+           "-t", str(args.threads), "--max-queue", str(args.clients)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        m = re.search(r"listening on http://([^:]+):(\d+)", line)
+        if m:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+            return proc, m.group(1), int(m.group(2))
+    raise SystemExit(f"server did not start: {' '.join(cmd)}")
+
+
+def request(host, port, body, stream):
+    """Returns (text, finish_reason, completion_tokens, ttft_s, total_s, complete)."""
+    t0 = time.perf_counter()
+    conn = http.client.HTTPConnection(host, port, timeout=300)
+    conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {resp.read()[:300]!r}")
+    if not stream:
+        out = json.loads(resp.read())
+        conn.close()
+        c = out["choices"][0]
+        return c["text"], c["finish_reason"], out["usage"]["completion_tokens"], None, time.perf_counter() - t0, True
+    text, finish, n_tok, ttft, complete = [], None, None, None, False
+    for raw in resp:
+        line = raw.decode().rstrip("\n")
+        if not line.startswith("data: "):
+            continue
+        data = line[6:]
+        if data == "[DONE]":
+            complete = True
+            break
+        ev = json.loads(data)
+        if "error" in ev:
+            raise RuntimeError(f"error event: {ev['error']}")
+        if ev.get("usage"):
+            n_tok = ev["usage"]["completion_tokens"]
+        for c in ev.get("choices", []):
+            if c.get("text"):
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                text.append(c["text"])
+            finish = c.get("finish_reason") or finish
+    conn.close()
+    return "".join(text), finish, n_tok, ttft, time.perf_counter() - t0, complete
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--model", required=True)
+    ap.add_argument("--bin", default=str(Path(__file__).resolve().parents[1] / "build" / "hotcold"))
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--duration", type=float, default=30.0, help="seconds of load (new requests stop then)")
+    ap.add_argument("--parallel", type=int, default=8, help="server slots (--parallel)")
+    ap.add_argument("--ctx-per-slot", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--max-rss-growth-mib", type=float, default=24.0)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args()
+
+    proc, host, port = start_server(args)
+    try:
+        base = {"max_tokens": args.max_tokens, "temperature": 0}
+        expected = {}
+        for i, p in enumerate(PROMPTS):
+            expected[p] = request(host, port, {**base, "prompt": p}, stream=False)[:2]
+            print(f"[load] expected output {i + 1}/{len(PROMPTS)}", file=sys.stderr, flush=True)
+        rss_warm = rss_mib(proc.pid)
+
+        stop_at = time.perf_counter() + args.duration
+        lock = threading.Lock()
+        res = {"ok": 0, "errors": [], "mismatch": 0, "incomplete": 0, "tokens": 0, "lat": [], "ttft": []}
+        rss_samples = []
+        sampling = threading.Event()
+
+        def sampler():
+            while not sampling.is_set():
+                rss_samples.append(rss_mib(proc.pid))
+                time.sleep(0.25)
+
+        def client(k):
+            i = k
+            while time.perf_counter() < stop_at:
+                p = PROMPTS[i % len(PROMPTS)]
+                i += 1
+                try:
+                    text, finish, n_tok, ttft, total, complete = request(
+                        host, port, {**base, "prompt": p, "stream": True,
+                                     "stream_options": {"include_usage": True}}, stream=True)
+                except Exception as e:  # noqa: BLE001 - every failure is counted and reported
+                    with lock:
+                        res["errors"].append(repr(e))
+                    continue
+                with lock:
+                    if not complete:
+                        res["incomplete"] += 1
+                    elif (text, finish) != expected[p]:
+                        res["mismatch"] += 1
+                    else:
+                        res["ok"] += 1
+                    res["tokens"] += n_tok or 0
+                    res["lat"].append(total)
+                    if ttft is not None:
+                        res["ttft"].append(ttft)
+
+        threading.Thread(target=sampler, daemon=True).start()
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(args.clients)]
+        for t in threads:
+            t.start()
+        last = 0
+        while any(t.is_alive() for t in threads):
+            time.sleep(1)
+            el = time.perf_counter() - t0
+            if int(el) // 5 != last:
+                last = int(el) // 5
+                with lock:
+                    print(f"[load] {el:5.1f} s: {res['ok']} ok, {len(res['errors'])} errors, "
+                          f"{res['mismatch']} wrong, {res['tokens']} tokens", file=sys.stderr, flush=True)
+        wall = time.perf_counter() - t0
+        sampling.set()
+        rss_end = rss_mib(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+
+    def pct(v, q):
+        return statistics.quantiles(v, n=100)[q - 1] if len(v) >= 2 else (v[0] if v else float("nan"))
+
+    n_req = res["ok"] + res["mismatch"] + res["incomplete"]
+    out = {
+        "clients": args.clients, "parallel": args.parallel, "max_tokens": args.max_tokens,
+        "threads": args.threads, "duration_s": round(wall, 2), "requests": n_req,
+        "ok": res["ok"], "errors": len(res["errors"]), "wrong": res["mismatch"],
+        "incomplete": res["incomplete"], "requests_per_s": round(n_req / wall, 3),
+        "tokens_per_s": round(res["tokens"] / wall, 2),
+        "latency_p50_s": round(pct(res["lat"], 50), 3), "latency_p95_s": round(pct(res["lat"], 95), 3),
+        "ttft_p50_s": round(pct(res["ttft"], 50), 3), "ttft_p95_s": round(pct(res["ttft"], 95), 3),
+        "rss_warm_mib": round(rss_warm, 1), "rss_peak_mib": round(max(rss_samples or [0]), 1),
+        "rss_end_mib": round(rss_end, 1), "server_exit": rc,
+    }
+    print(json.dumps(out, indent=1))
+    for e in res["errors"][:5]:
+        print("[load] error:", e, file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+    bad = (res["errors"] or res["mismatch"] or res["incomplete"] or rc != 0 or n_req == 0
+           or rss_end - rss_warm > args.max_rss_growth_mib)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,379 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "core/log.h"
+
+namespace hc {
+
+namespace {
+double seconds_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+constexpr double kRecentWindow = 10.0;  // seconds of decode history behind the tokens/s gauge
+}  // namespace
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kError: return "error";
+    case FinishReason::kNone: break;
+  }
+  return "none";
+}
+
+// ---- GenRequest ------------------------------------------------------------------------------
+
+GenRequest::Update GenRequest::take(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return done_ || !text_.empty(); });
+  Update u;
+  u.text = std::move(text_);
+  text_.clear();
+  u.done = done_;
+  u.reason = reason_;
+  u.error = error_;
+  u.n_prompt = static_cast<int>(prompt_.size());
+  u.n_generated = n_generated_;
+  return u;
+}
+
+GenRequest::Update GenRequest::wait_all() {
+  std::string all;
+  for (;;) {
+    Update u = take(std::chrono::milliseconds(1000));
+    all += u.text;
+    if (u.done) {
+      u.text = std::move(all);
+      return u;
+    }
+  }
+}
+
+bool GenRequest::wait_started(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  return cv_.wait_for(lk, timeout, [&] { return started_ || done_; });
+}
+
+bool GenRequest::done() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return done_;
+}
+
+void GenRequest::mark_started() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    started_ = true;
+  }
+  cv_.notify_all();
+}
+
+void GenRequest::append(const std::string& text, int n_generated) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    text_ += text;
+    n_generated_ = n_generated;
+  }
+  cv_.notify_all();
+}
+
+void GenRequest::finish(FinishReason reason, std::string error) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (done_) return;
+    done_ = true;
+    reason_ = reason;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+// ---- Scheduler -------------------------------------------------------------------------------
+
+struct Scheduler::Slot {
+  enum class State { kFree, kPrefill, kDecode };
+  KvCache cache;
+  State state = State::kFree;
+  std::shared_ptr<GenRequest> req;
+  std::vector<int32_t> history;  // tokens in the cache, oldest first
+  size_t n_prompt_done = 0;
+  int32_t pending = -1;  // sampled, not yet evaluated
+  int n_gen = 0;
+  std::optional<Sampler> sampler;
+  std::optional<TextStream> text;
+
+  Slot(int n_layer, int n_ctx, int64_t kv_dim) : cache(n_layer, n_ctx, kv_dim) {}
+};
+
+Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
+                     std::shared_ptr<const SparseFfn> sparse, const SchedulerParams& params)
+    : model_(std::move(model)), sparse_(std::move(sparse)), params_(params),
+      pool_(std::max(1, params.n_threads)) {
+  HC_CHECK(params_.n_parallel >= 1 && params_.n_ctx_slot >= 2 && params_.max_queue >= 0);
+  if (params_.n_batch < 1) params_.n_batch = 1;
+  const LlamaHParams& hp = model_->hparams();
+  for (int i = 0; i < params_.n_parallel; ++i)
+    slots_.push_back(std::make_unique<Slot>(hp.n_layer, params_.n_ctx_slot,
+                                            int64_t{hp.n_head_kv} * hp.head_dim));
+  scratch_.sparse = sparse_.get();
+  stats_.n_slots = params_.n_parallel;
+  thread_ = std::thread([this] { worker(); });
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+SubmitResult Scheduler::submit(std::shared_ptr<GenRequest> req) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!accepting_ || stop_) {
+      ++stats_.requests_rejected;
+      return SubmitResult::kShuttingDown;
+    }
+    // A request may always wait for a free slot; beyond that the queue is bounded.
+    const int free_slots = stats_.n_slots - stats_.active_slots;
+    if (static_cast<int>(queue_.size()) >= params_.max_queue + std::max(0, free_slots)) {
+      ++stats_.requests_rejected;
+      return SubmitResult::kQueueFull;
+    }
+    queue_.push_back(std::move(req));
+    stats_.queue_depth = static_cast<int>(queue_.size());
+  }
+  cv_.notify_all();
+  return SubmitResult::kAccepted;
+}
+
+void Scheduler::drain(std::chrono::milliseconds grace) {
+  std::deque<std::shared_ptr<GenRequest>> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    accepting_ = false;
+    dropped.swap(queue_);
+    stats_.queue_depth = 0;
+    stats_.requests_cancelled += dropped.size();
+  }
+  for (auto& r : dropped) r->finish(FinishReason::kCancelled, "the server is shutting down");
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  bool cancelled = false;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (stats_.active_slots == 0 || stop_) return;
+      if (!cancelled && std::chrono::steady_clock::now() >= deadline) {
+        // Past the grace period: cancel what is still running (the worker reaps it).
+        for (auto& s : slots_)
+          if (s->req) s->req->cancel();
+        cancelled = true;
+      }
+    }
+    cv_.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+    accepting_ = false;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+SchedulerStats Scheduler::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  SchedulerStats s = stats_;
+  const double now = seconds_now();
+  double n = 0;
+  for (const auto& [t, k] : recent_)
+    if (now - t <= kRecentWindow) n += k;
+  s.recent_tokens_per_second = n / kRecentWindow;
+  return s;
+}
+
+bool Scheduler::admit_locked() {
+  bool any = false;
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.state != Slot::State::kFree) continue;
+    while (!queue_.empty() && queue_.front()->cancel_requested()) {
+      queue_.front()->finish(FinishReason::kCancelled);
+      ++stats_.requests_cancelled;
+      queue_.pop_front();
+    }
+    if (queue_.empty()) break;
+    s.req = std::move(queue_.front());
+    queue_.pop_front();
+    s.state = Slot::State::kPrefill;
+    s.req->mark_started();
+    s.history.clear();
+    s.n_prompt_done = 0;
+    s.pending = -1;
+    s.n_gen = 0;
+    s.sampler.emplace(s.req->params().sampling);
+    s.text.emplace(s.req->params().stop);
+    ++stats_.active_slots;
+    ++stats_.requests_started;
+    any = true;
+  }
+  stats_.queue_depth = static_cast<int>(queue_.size());
+  return any;
+}
+
+void Scheduler::release(Slot& s, FinishReason reason, std::string error) {
+  if (reason != FinishReason::kCancelled && reason != FinishReason::kError) {
+    const std::string tail = s.text->flush();
+    if (!tail.empty()) s.req->append(tail, s.n_gen);
+  }
+  s.req->finish(reason, std::move(error));
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    --stats_.active_slots;
+    if (reason == FinishReason::kCancelled) ++stats_.requests_cancelled;
+    else if (reason == FinishReason::kError) ++stats_.requests_failed;
+    else ++stats_.requests_finished;
+  }
+  s.req.reset();
+  s.state = Slot::State::kFree;
+  s.sampler.reset();
+  s.text.reset();
+}
+
+void Scheduler::reap_cancelled() {
+  for (auto& sp : slots_)
+    if (sp->state != Slot::State::kFree && sp->req->cancel_requested())
+      release(*sp, FinishReason::kCancelled);
+}
+
+void Scheduler::after_logits(Slot& s, const float* logits) {
+  const Tokenizer& tok = model_->tokenizer();
+  const GenerationParams& p = s.req->params();
+  if (static_cast<int>(s.history.size()) >= params_.n_ctx_slot) {
+    release(s, FinishReason::kLength);  // context full (as hotcold run stops)
+    return;
+  }
+  const int32_t next =
+      s.sampler->sample(std::span<const float>(logits, model_->hparams().n_vocab), s.history);
+  if (!p.ignore_eos && tok.is_eog(next)) {
+    release(s, FinishReason::kStop);
+    return;
+  }
+  ++s.n_gen;
+  const std::string out = s.text->push(tok.token_to_piece(next, false));
+  s.req->append(out, s.n_gen);
+  if (s.text->stopped()) {
+    release(s, FinishReason::kStop);
+    return;
+  }
+  if (s.n_gen >= p.max_tokens) {
+    release(s, FinishReason::kLength);
+    return;
+  }
+  s.pending = next;
+  s.state = Slot::State::kDecode;
+}
+
+void Scheduler::prefill_one() {
+  const size_t n = slots_.size();
+  for (size_t k = 0; k < n; ++k) {
+    Slot& s = *slots_[(prefill_rr_ + k) % n];
+    if (s.state != Slot::State::kPrefill) continue;
+    prefill_rr_ = (prefill_rr_ + k + 1) % n;
+    const std::vector<int32_t>& prompt = s.req->prompt();
+    if (prompt.empty() || static_cast<int>(prompt.size()) >= params_.n_ctx_slot) {
+      release(s, FinishReason::kError,
+              "prompt of " + std::to_string(prompt.size()) + " tokens does not fit a slot of " +
+                  std::to_string(params_.n_ctx_slot));
+      return;
+    }
+    // Chunks of n_batch tokens, as Session::eval makes them: the same arithmetic as hotcold run.
+    const size_t b = s.n_prompt_done;
+    const size_t len = std::min(prompt.size() - b, static_cast<size_t>(params_.n_batch));
+    const double t0 = seconds_now();
+    const Status st = llama_forward(*model_, s.cache, scratch_, pool_,
+                                    std::span<const int32_t>(prompt).subspan(b, len),
+                                    static_cast<int>(b), false, &logits_);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stats_.prompt_seconds += seconds_now() - t0;
+      if (st.ok()) stats_.prompt_tokens += len;
+    }
+    if (!st.ok()) {
+      release(s, FinishReason::kError, st.message());
+      return;
+    }
+    s.history.insert(s.history.end(), prompt.begin() + b, prompt.begin() + b + len);
+    s.n_prompt_done = b + len;
+    if (s.n_prompt_done == prompt.size()) after_logits(s, logits_.data());
+    return;
+  }
+}
+
+void Scheduler::decode_all() {
+  steps_.clear();
+  step_slots_.clear();
+  for (auto& sp : slots_) {
+    Slot& s = *sp;
+    if (s.state != Slot::State::kDecode) continue;
+    steps_.push_back({&s.cache, static_cast<int>(s.history.size()), s.pending});
+    step_slots_.push_back(&s);
+  }
+  if (steps_.empty()) return;
+  const double t0 = seconds_now();
+  const Status st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
+  const double t1 = seconds_now();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.decode_seconds += t1 - t0;
+    if (st.ok()) {
+      ++stats_.decode_steps;
+      stats_.decode_batch_tokens += steps_.size();
+      stats_.generated_tokens += steps_.size();
+      recent_.emplace_back(t1, static_cast<int>(steps_.size()));
+      while (!recent_.empty() && t1 - recent_.front().first > kRecentWindow) recent_.pop_front();
+    }
+    stats_.sparse = scratch_.sparse_scratch.stats;
+  }
+  const int64_t n_vocab = model_->hparams().n_vocab;
+  for (size_t i = 0; i < step_slots_.size(); ++i) {
+    Slot& s = *step_slots_[i];
+    if (!st.ok()) {
+      release(s, FinishReason::kError, st.message());
+      continue;
+    }
+    s.history.push_back(s.pending);
+    s.pending = -1;
+    after_logits(s, logits_.data() + static_cast<int64_t>(i) * n_vocab);
+  }
+}
+
+void Scheduler::worker() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || stats_.active_slots > 0; });
+      if (stop_) break;
+      admit_locked();
+    }
+    reap_cancelled();
+    prefill_one();
+    decode_all();
+  }
+  // Shutting down: nothing is left waiting.
+  std::deque<std::shared_ptr<GenRequest>> dropped;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    dropped.swap(queue_);
+    stats_.queue_depth = 0;
+    stats_.requests_cancelled += dropped.size();
+  }
+  for (auto& r : dropped) r->finish(FinishReason::kCancelled, "the server is shutting down");
+  for (auto& sp : slots_)
+    if (sp->state != Slot::State::kFree) release(*sp, FinishReason::kCancelled);
+}
+
+}  // namespace hc

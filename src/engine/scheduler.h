@@ -1,0 +1,171 @@
+// Continuous batching for the HTTP server: many generation requests over one shared model.
+//
+// A fixed number of slots (--parallel), each with its own KV cache, run on one worker thread
+// that owns the thread pool and the forward-pass scratch. Requests wait in a bounded FIFO
+// queue and take the first free slot (fair: first come, first served). Every iteration of
+// the worker evaluates one prompt chunk (n_batch tokens) of one slot that is still reading
+// its prompt, round robin, then one decode step for every generating slot together
+// (llama_forward_multi: the weights are read once for the whole batch, each slot attends
+// over its own cache). Decode is batch-invariant, so a request's tokens do not depend on
+// what else is running: greedy output equals `hotcold run`.
+//
+// Requests are cancelled by their owner (client gone) or by shutdown; finished slots are
+// freed at once. Text is produced through TextStream (complete UTF-8, stop strings).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "engine/text_stream.h"
+#include "model/kv_cache.h"
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+
+namespace hc {
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct GenerationParams {
+  int max_tokens = 16;  // >= 1; generation also ends when the slot's context is full
+  SamplerParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+// One generation request and its results, shared between the submitter and the worker.
+class GenRequest {
+ public:
+  GenRequest(std::vector<int32_t> prompt, GenerationParams params)
+      : prompt_(std::move(prompt)), params_(std::move(params)) {}
+
+  const std::vector<int32_t>& prompt() const { return prompt_; }
+  const GenerationParams& params() const { return params_; }
+
+  // Asks the worker to stop this request (queued or running); safe from any thread.
+  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+
+  struct Update {
+    std::string text;  // new text since the last take (complete UTF-8)
+    bool done = false;
+    FinishReason reason = FinishReason::kNone;
+    std::string error;  // when reason == kError
+    int n_prompt = 0, n_generated = 0;
+  };
+  // Waits until there is new text or the request is done, or `timeout` passes; moves the
+  // new text out.
+  Update take(std::chrono::milliseconds timeout);
+  // Waits for the end and returns all the text.
+  Update wait_all();
+  // Waits until a slot has taken the request or it is done (e.g. cancelled while queued);
+  // false if `timeout` passed first.
+  bool wait_started(std::chrono::milliseconds timeout);
+  bool done();
+
+  // Worker side.
+  void mark_started();
+  void append(const std::string& text, int n_generated);
+  void finish(FinishReason reason, std::string error = {});
+
+ private:
+  const std::vector<int32_t> prompt_;
+  const GenerationParams params_;
+  std::atomic<bool> cancel_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  bool done_ = false;
+  bool started_ = false;
+  FinishReason reason_ = FinishReason::kNone;
+  std::string error_;
+  int n_generated_ = 0;
+};
+
+struct SchedulerParams {
+  int n_parallel = 1;   // slots
+  int n_ctx_slot = 0;   // context per slot (tokens)
+  int n_threads = 2;
+  int n_batch = 512;    // prompt tokens per forward pass (as Session / hotcold run)
+  int max_queue = 64;   // requests waiting for a slot; more are refused
+};
+
+struct SchedulerStats {
+  uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0,
+           requests_rejected = 0, requests_failed = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t decode_steps = 0, decode_batch_tokens = 0;  // mean batch = tokens / steps
+  double decode_seconds = 0, prompt_seconds = 0;
+  double recent_tokens_per_second = 0;  // generated tokens over the last 10 s
+  int queue_depth = 0, active_slots = 0, n_slots = 0;
+  SparseStats sparse;  // activation-sparse FFN counters (zero when dense)
+};
+
+enum class SubmitResult { kAccepted, kQueueFull, kShuttingDown };
+
+class Scheduler {
+ public:
+  Scheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
+            const SchedulerParams& params);
+  ~Scheduler();  // stop(): cancels everything, joins the worker
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  const SchedulerParams& params() const { return params_; }
+  const LlamaModel& model() const { return *model_; }
+
+  // Queues a request. The prompt must be non-empty and shorter than n_ctx_slot (checked by
+  // the caller, who can explain the error better; violations finish the request with kError).
+  SubmitResult submit(std::shared_ptr<GenRequest> req);
+
+  // Stops admitting requests, cancels the queued ones, and waits up to `grace` for the
+  // running ones to finish before cancelling them. Returns when no request is running.
+  void drain(std::chrono::milliseconds grace);
+  // Cancels everything and joins the worker (idempotent).
+  void stop();
+
+  SchedulerStats stats() const;
+
+ private:
+  struct Slot;
+  void worker();
+  bool admit_locked();                  // queue -> free slots
+  void prefill_one();                   // one prompt chunk of one slot
+  void decode_all();                    // one token for every generating slot
+  void after_logits(Slot& slot, const float* logits);  // sample, emit, finish or continue
+  void release(Slot& slot, FinishReason reason, std::string error = {});
+  void reap_cancelled();
+
+  std::shared_ptr<const LlamaModel> model_;
+  std::shared_ptr<const SparseFfn> sparse_;
+  SchedulerParams params_;
+  ThreadPool pool_;
+  ForwardScratch scratch_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  size_t prefill_rr_ = 0;
+  std::vector<float> logits_;
+  std::vector<SeqStep> steps_;
+  std::vector<Slot*> step_slots_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<GenRequest>> queue_;
+  bool accepting_ = true;
+  bool stop_ = false;
+  SchedulerStats stats_;
+  std::deque<std::pair<double, int>> recent_;  // (time, tokens) of decode steps, last 10 s
+  std::thread thread_;
+};
+
+}  // namespace hc

@@ -1,0 +1,132 @@
+// Request validation of `hotcold serve` (app/server.h) without sockets.
+#include <gtest/gtest.h>
+
+#include "../model/tiny_model.h"
+#include "app/server.h"
+#include "format/gguf.h"
+
+namespace hc {
+namespace {
+
+class ServerRequest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::TinyModel tm(testing::TinyModelSpec{});
+    bytes_ = tm.bytes();
+    auto g = parse_gguf(bytes_);
+    ASSERT_TRUE(g.ok()) << g.message();
+    auto m = LlamaModel::from_gguf(std::move(g).value(), false);
+    ASSERT_TRUE(m.ok()) << m.message();
+    model_ = *m;
+    info_.model = model_.get();
+    info_.id = "tiny";
+    info_.file_name = "tiny-model.gguf";
+    info_.chat_template = "chatml";
+    info_.n_ctx_slot = 32;
+  }
+  CompletionRequest ok(const std::string& body, bool chat = false) {
+    auto r = parse_completion_request(body, chat, info_);
+    if (auto* e = std::get_if<ApiError>(&r)) {
+      ADD_FAILURE() << body << " -> " << e->message;
+      return {};
+    }
+    return std::get<CompletionRequest>(r);
+  }
+  ApiError err(const std::string& body, bool chat = false) {
+    auto r = parse_completion_request(body, chat, info_);
+    if (auto* e = std::get_if<ApiError>(&r)) return *e;
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  std::vector<uint8_t> bytes_;
+  std::shared_ptr<const LlamaModel> model_;
+  ApiModelInfo info_;
+};
+
+TEST_F(ServerRequest, CompletionDefaultsFollowOpenAiAndLlamaCpp) {
+  const CompletionRequest r = ok(R"({"prompt": "abc"})");
+  EXPECT_FALSE(r.chat);
+  EXPECT_FALSE(r.stream);
+  EXPECT_EQ(r.prompt, model_->tokenizer().encode("abc", true, true));
+  EXPECT_EQ(r.prompt.front(), 1);  // BOS, as hotcold run adds it
+  EXPECT_EQ(r.gen.max_tokens, 16);
+  EXPECT_FLOAT_EQ(r.gen.sampling.temp, 0.8f);
+  EXPECT_EQ(r.gen.sampling.top_k, 40);
+}
+
+TEST_F(ServerRequest, FieldsAreRead) {
+  const CompletionRequest r = ok(R"({"prompt": ["abc"], "model": "tiny-model", "max_tokens": 7,
+      "temperature": 0, "top_p": 0.5, "top_k": 3, "min_p": 0, "seed": 99, "stop": ["x", "yz"],
+      "stream": true, "stream_options": {"include_usage": true}, "presence_penalty": 0.5,
+      "frequency_penalty": -0.5, "repeat_penalty": 1.1, "ignore_eos": true, "n": 1,
+      "logprobs": null, "user": "someone"})");
+  EXPECT_EQ(r.gen.max_tokens, 7);
+  EXPECT_EQ(r.gen.sampling.temp, 0.0f);
+  EXPECT_FLOAT_EQ(r.gen.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.gen.sampling.top_k, 3);
+  EXPECT_EQ(r.gen.sampling.seed, 99u);
+  EXPECT_EQ(r.gen.stop, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_TRUE(r.stream && r.include_usage && r.gen.ignore_eos);
+  EXPECT_FLOAT_EQ(r.gen.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.gen.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.gen.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(ok(R"({"prompt": [1, 5, 6]})").prompt, (std::vector<int32_t>{1, 5, 6}));
+  EXPECT_EQ(ok(R"({"prompt": "a", "max_completion_tokens": 3})").gen.max_tokens, 3);
+}
+
+TEST_F(ServerRequest, ChatUsesTheTemplateAndFillsTheContextByDefault) {
+  info_.n_ctx_slot = 200;  // the tiny vocabulary spells the template out letter by letter
+  const CompletionRequest r = ok(R"({"messages": [{"role": "developer", "content": "be brief"},
+      {"role": "user", "content": [{"type": "text", "text": "ab"}, {"type": "text", "text": "c"}]}]})",
+                                 true);
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.gen.max_tokens, 200);
+  const std::string rendered =
+      "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nabc<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(r.prompt, model_->tokenizer().encode(rendered, true, true));
+}
+
+TEST_F(ServerRequest, ErrorsNameTheFieldAndWhatWasFound) {
+  struct Case {
+    const char* body;
+    bool chat;
+    int status;
+    const char* needle;
+  } cases[] = {
+      {"{", false, 400, "invalid JSON"},
+      {"\"text\"", false, 400, "expected a JSON object as the request body, found string"},
+      {R"({"prompt": "a", "max_tokens": true})", false, 400, "'max_tokens': expected an integer, found boolean"},
+      {R"({"prompt": "a", "max_tokens": 0})", false, 400, "'max_tokens': expected an integer in [1, "},
+      {R"({"prompt": "a", "top_p": 1.5})", false, 400, "'top_p': expected a number in [0, 1], found 1.5"},
+      {R"({"prompt": "a", "stop": ["a", 1]})", false, 400, "array element of type integer"},
+      {R"({"prompt": "a", "stream_options": 3})", false, 400, "'stream_options': expected an object"},
+      {R"({"prompt": "a", "echo": true})", false, 400, "'echo' is not supported"},
+      {R"({"prompt": "a", "model": "other"})", false, 404, "model 'other' not found: this server serves 'tiny'"},
+      {R"({"prompt": "a", "model": 5})", false, 400, "'model': expected a string"},
+      {R"({"prompt": ["a", "b"]})", false, 400, "only one prompt per request"},
+      {R"({"prompt": [0.5]})", false, 400, "'prompt': expected a string or an array of token ids"},
+      {R"({"prompt": [-1]})", false, 400, "token ids must be integers in [0, 40)"},
+      {R"({"prompt": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})", false, 400,
+       "a slot's context holds 32"},
+      {R"({"messages": [1]})", true, 400, "'messages[0]': expected an object, found integer"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text"}]}]})", true, 400, "needs a string 'text'"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = err(c.body, c.chat);
+    EXPECT_EQ(e.status, c.status) << c.body;
+    EXPECT_NE(e.message.find(c.needle), std::string::npos) << c.body << " -> " << e.message;
+  }
+}
+
+TEST_F(ServerRequest, ModelNamesAccepted) {
+  for (const char* name : {"tiny", "tiny-model", "tiny-model.gguf", ""})
+    ok(std::string(R"({"prompt": "a", "model": ")") + name + "\"}");
+}
+
+TEST(ServerErrorJson, HasTheLlamaCppShapeAndIsValidUtf8) {
+  const std::string j = error_json({400, "invalid_request_error", "bad \xFF byte"});
+  EXPECT_EQ(j, "{\"error\":{\"code\":400,\"message\":\"bad \xEF\xBF\xBD byte\",\"type\":\"invalid_request_error\"}}");
+}
+
+}  // namespace
+}  // namespace hc

@@ -1,0 +1,263 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "../model/tiny_model.h"
+#include "engine/session.h"
+#include "format/gguf.h"
+
+namespace hc {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Fixture {
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<const LlamaModel> model;
+};
+
+Fixture make_model(GgmlType t, const std::string& activation = "") {
+  testing::TinyModelSpec spec;
+  spec.wtype = t;
+  spec.activation = activation;
+  spec.n_embd = 128;
+  spec.n_ff = 256;
+  spec.n_ctx = 256;
+  testing::TinyModel tm(spec);
+  Fixture f{tm.bytes(), nullptr};
+  auto g = parse_gguf(f.bytes);
+  EXPECT_TRUE(g.ok()) << g.message();
+  auto m = LlamaModel::from_gguf(std::move(g).value(), /*repack=*/true);
+  EXPECT_TRUE(m.ok()) << m.message();
+  f.model = *m;
+  return f;
+}
+
+// What hotcold run does: one Session, prompt in n_batch chunks, then one token at a time.
+std::pair<std::string, int> reference(std::shared_ptr<const LlamaModel> m,
+                                      const std::vector<int32_t>& prompt,
+                                      const GenerationParams& p, int n_ctx,
+                                      std::shared_ptr<const SparseFfn> sparse = nullptr) {
+  SessionParams sp;
+  sp.n_ctx = n_ctx;
+  sp.n_batch = 8;
+  Session s(m, sp);
+  s.set_sparse(sparse);
+  EXPECT_TRUE(s.eval(prompt).ok());
+  Sampler sampler(p.sampling);
+  std::string text;
+  int n = 0;
+  while (n < p.max_tokens && s.n_past() < s.n_ctx()) {
+    const int32_t next = sampler.sample(s.logits(), s.history());
+    if (!p.ignore_eos && m->tokenizer().is_eog(next)) break;
+    text += m->tokenizer().token_to_piece(next, false);
+    if (++n == p.max_tokens) break;
+    const int32_t one[1] = {next};
+    EXPECT_TRUE(s.eval(one).ok());
+  }
+  return {text, n};
+}
+
+std::vector<int32_t> prompt_of(int len, int seed) {
+  std::vector<int32_t> p = {1};
+  for (int i = 1; i < len; ++i) p.push_back(3 + (seed * 7 + i * 5) % 30);
+  return p;
+}
+
+class SchedulerTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(SchedulerTypes, ConcurrentRequestsGiveTheSessionOutputs) {
+  Fixture f = make_model(GetParam());
+  SchedulerParams sp;
+  sp.n_parallel = 3;
+  sp.n_ctx_slot = 96;
+  sp.n_batch = 8;  // several prompt chunks per request, interleaved with decode steps
+  Scheduler sched(f.model, nullptr, sp);
+  std::vector<std::shared_ptr<GenRequest>> reqs;
+  std::vector<GenerationParams> params;
+  for (int i = 0; i < 7; ++i) {  // more requests than slots: some wait in the queue
+    GenerationParams p;
+    p.max_tokens = 10 + 3 * i;
+    p.ignore_eos = true;
+    p.sampling.temp = i % 2 ? 0.0f : 0.9f;  // greedy and seeded sampling
+    p.sampling.seed = 100 + i;
+    params.push_back(p);
+    reqs.push_back(std::make_shared<GenRequest>(prompt_of(3 + 5 * i, i), p));
+    ASSERT_EQ(sched.submit(reqs.back()), SubmitResult::kAccepted);
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const GenRequest::Update u = reqs[i]->wait_all();
+    const auto [text, n] = reference(f.model, reqs[i]->prompt(), params[i], sp.n_ctx_slot);
+    EXPECT_EQ(u.reason, FinishReason::kLength) << i;
+    EXPECT_EQ(u.n_generated, n) << i;
+    EXPECT_EQ(u.text, text) << "request " << i;
+    EXPECT_EQ(u.n_prompt, static_cast<int>(reqs[i]->prompt().size()));
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_EQ(st.requests_finished, 7u);
+  EXPECT_EQ(st.active_slots, 0);
+  EXPECT_GT(st.decode_batch_tokens, st.decode_steps);  // steps really were batched
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SchedulerTypes,
+                         ::testing::Values(GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_0));
+
+TEST(Scheduler, SparseFfnBatchesGiveTheSessionOutputs) {
+  // Exact ReLU: a batch computes the union of its tokens' firing sets; a neuron a token did
+  // not fire contributes an exact zero, so each request still gets its single-session text.
+  Fixture f = make_model(GgmlType::Q8_0, "relu");
+  SparseOptions opt;
+  opt.max_union_share = 1.0;  // never the dense fallback (it rounds differently)
+  auto built = SparseFfn::build(*f.model, opt);
+  ASSERT_TRUE(built.ok()) << built.message();
+  std::shared_ptr<const SparseFfn> sparse = std::move(built).value();
+  SchedulerParams sp;
+  sp.n_parallel = 4;
+  sp.n_ctx_slot = 80;
+  Scheduler sched(f.model, sparse, sp);
+  std::vector<std::shared_ptr<GenRequest>> reqs;
+  GenerationParams p;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  for (int i = 0; i < 4; ++i) {
+    reqs.push_back(std::make_shared<GenRequest>(prompt_of(4 + 3 * i, 20 + i), p));
+    ASSERT_EQ(sched.submit(reqs.back()), SubmitResult::kAccepted);
+  }
+  for (auto& r : reqs) {
+    const GenRequest::Update u = r->wait_all();
+    EXPECT_EQ(u.text, reference(f.model, r->prompt(), p, sp.n_ctx_slot, sparse).first);
+  }
+  const SchedulerStats st = sched.stats();
+  EXPECT_GT(st.sparse.neurons, 0u);
+  EXPECT_GT(st.sparse.sparsity(), 0.2);  // ReLU on random weights: about half the neurons
+}
+
+TEST(Scheduler, ContextFullEndsWithLength) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 32;
+  Scheduler sched(f.model, nullptr, sp);
+  GenerationParams p;
+  p.max_tokens = 1000;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  auto r = std::make_shared<GenRequest>(prompt_of(10, 1), p);
+  ASSERT_EQ(sched.submit(r), SubmitResult::kAccepted);
+  const GenRequest::Update u = r->wait_all();
+  EXPECT_EQ(u.reason, FinishReason::kLength);
+  EXPECT_EQ(u.n_generated, 22);  // the slot is full at 10 + 22 tokens
+}
+
+TEST(Scheduler, StopStringsEndTheRequest) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 64;
+  Scheduler sched(f.model, nullptr, sp);
+  GenerationParams p;
+  p.max_tokens = 30;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  auto full = std::make_shared<GenRequest>(prompt_of(6, 2), p);
+  ASSERT_EQ(sched.submit(full), SubmitResult::kAccepted);
+  const std::string text = full->wait_all().text;
+  ASSERT_GE(text.size(), 6u);
+  p.stop = {text.substr(3, 2)};
+  auto cut = std::make_shared<GenRequest>(prompt_of(6, 2), p);
+  ASSERT_EQ(sched.submit(cut), SubmitResult::kAccepted);
+  const GenRequest::Update u = cut->wait_all();
+  EXPECT_EQ(u.reason, FinishReason::kStop);
+  EXPECT_EQ(u.text, text.substr(0, text.find(p.stop[0])));
+}
+
+GenerationParams long_params() {
+  GenerationParams p;
+  p.max_tokens = 100000;
+  p.ignore_eos = true;
+  return p;
+}
+
+TEST(Scheduler, CancelStopsARunningAndAQueuedRequest) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 256;
+  Scheduler sched(f.model, nullptr, sp);
+  auto running = std::make_shared<GenRequest>(prompt_of(4, 3), long_params());
+  auto queued = std::make_shared<GenRequest>(prompt_of(4, 4), long_params());
+  ASSERT_EQ(sched.submit(running), SubmitResult::kAccepted);
+  ASSERT_EQ(sched.submit(queued), SubmitResult::kAccepted);
+  ASSERT_TRUE(running->wait_started(10s));
+  queued->cancel();
+  running->cancel();
+  EXPECT_EQ(running->wait_all().reason, FinishReason::kCancelled);
+  EXPECT_EQ(queued->wait_all().reason, FinishReason::kCancelled);
+  EXPECT_LT(running->take(0ms).n_generated, 256);
+  EXPECT_EQ(sched.stats().requests_cancelled, 2u);
+}
+
+TEST(Scheduler, QueueIsBounded) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 256;
+  sp.max_queue = 1;
+  Scheduler sched(f.model, nullptr, sp);
+  std::vector<std::shared_ptr<GenRequest>> r;
+  for (int i = 0; i < 3; ++i) r.push_back(std::make_shared<GenRequest>(prompt_of(4, i), long_params()));
+  EXPECT_EQ(sched.submit(r[0]), SubmitResult::kAccepted);
+  EXPECT_EQ(sched.submit(r[1]), SubmitResult::kAccepted);
+  EXPECT_EQ(sched.submit(r[2]), SubmitResult::kQueueFull);
+  EXPECT_EQ(sched.stats().requests_rejected, 1u);
+  for (auto& q : r) q->cancel();
+}
+
+TEST(Scheduler, DrainFinishesRunningWorkAndRefusesNewWork) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 128;
+  Scheduler sched(f.model, nullptr, sp);
+  GenerationParams p;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  auto running = std::make_shared<GenRequest>(prompt_of(4, 5), p);
+  auto queued = std::make_shared<GenRequest>(prompt_of(4, 6), p);
+  ASSERT_EQ(sched.submit(running), SubmitResult::kAccepted);
+  ASSERT_TRUE(running->wait_started(10s));
+  ASSERT_EQ(sched.submit(queued), SubmitResult::kAccepted);
+  sched.drain(60s);
+  const GenRequest::Update u = running->wait_all();
+  EXPECT_EQ(u.reason, FinishReason::kLength);  // finished in full
+  EXPECT_EQ(u.n_generated, 40);
+  EXPECT_EQ(queued->wait_all().reason, FinishReason::kCancelled);
+  auto late = std::make_shared<GenRequest>(prompt_of(4, 7), p);
+  EXPECT_EQ(sched.submit(late), SubmitResult::kShuttingDown);
+}
+
+TEST(Scheduler, DrainCancelsAfterTheGracePeriod) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 256;
+  Scheduler sched(f.model, nullptr, sp);
+  auto r = std::make_shared<GenRequest>(prompt_of(4, 8), long_params());
+  ASSERT_EQ(sched.submit(r), SubmitResult::kAccepted);
+  ASSERT_TRUE(r->wait_started(10s));
+  sched.drain(1ms);
+  EXPECT_EQ(r->wait_all().reason, FinishReason::kCancelled);
+  EXPECT_EQ(sched.stats().active_slots, 0);
+}
+
+TEST(Scheduler, BadPromptFinishesWithAnError) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_ctx_slot = 16;
+  Scheduler sched(f.model, nullptr, sp);
+  auto r = std::make_shared<GenRequest>(prompt_of(16, 9), long_params());
+  ASSERT_EQ(sched.submit(r), SubmitResult::kAccepted);
+  const GenRequest::Update u = r->wait_all();
+  EXPECT_EQ(u.reason, FinishReason::kError);
+  EXPECT_NE(u.error.find("does not fit a slot of 16"), std::string::npos) << u.error;
+}
+
+}  // namespace
+}  // namespace hc
