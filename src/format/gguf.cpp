@@ -1,5 +1,7 @@
 #include "format/gguf.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -206,7 +208,14 @@ Status read_tensor_info(Cursor& c, GgufTensorInfo* t) {
                          " is not a multiple of the " + tr.name + " block size " +
                          std::to_string(tr.block_size));
   HC_TRY(c.read(&t->offset, "tensor data offset"));
-  t->nbytes = total / tr.block_size * tr.type_size;
+  // The element count fits int64, but its byte size may not (e.g. 2^62 F32 elements would wrap
+  // to 0 bytes and pass every bounds check).
+  const uint64_t blocks = total / static_cast<uint64_t>(tr.block_size);
+  if (blocks > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) /
+                   static_cast<uint64_t>(tr.type_size))
+    return Status::Error("tensor '" + t->name + "': " + std::to_string(total) + " elements of " +
+                         tr.name + " need more than 2^63 bytes");
+  t->nbytes = blocks * static_cast<uint64_t>(tr.type_size);
   return Status::Ok();
 }
 
@@ -249,8 +258,10 @@ Result<GgufFile> parse_gguf(std::span<const uint8_t> bytes) {
     HC_TRY(read_tensor_info(c, &f.tensors[i]).with_context("tensor info #" + std::to_string(i)));
   auto align = f.get_u32_or("general.alignment", 32);
   if (!align.ok()) return align.status();
-  if (*align == 0 || (*align & (*align - 1)) != 0)
-    return Status::Error("general.alignment must be a power of two, found " +
+  // The GGUF spec asks for a multiple of 8; with a power of two >= 8 every tensor's data is
+  // 8-byte aligned (the span is mmap'd or heap memory), so typed loads of it are never misaligned.
+  if (*align < 8 || (*align & (*align - 1)) != 0)
+    return Status::Error("general.alignment must be a power of two and a multiple of 8, found " +
                          std::to_string(*align));
   f.alignment = *align;
   f.data_offset = (c.pos() + f.alignment - 1) / f.alignment * f.alignment;
@@ -385,10 +396,25 @@ Result<uint32_t> GgufFile::get_u32(const std::string& key) const {
   return static_cast<uint32_t>(u);
 }
 
+namespace {
+// A float64 beyond float32's range would silently become infinity.
+bool fits_f32(double d) {
+  return !std::isfinite(d) || std::fabs(d) <= static_cast<double>(std::numeric_limits<float>::max());
+}
+Status not_f32(const std::string& key, double d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", d);
+  return Status::Error("metadata key '" + key + "': value " + buf + " does not fit in float32");
+}
+}  // namespace
+
 Result<float> GgufFile::get_f32(const std::string& key) const {
   const GgufValue* v = find(key);
   if (!v) return missing(key, "a float");
-  if (auto* d = std::get_if<double>(&v->scalar); d && !v->is_array()) return static_cast<float>(*d);
+  if (auto* d = std::get_if<double>(&v->scalar); d && !v->is_array()) {
+    if (!fits_f32(*d)) return not_f32(key, *d);
+    return static_cast<float>(*d);
+  }
   if (!v->is_array()) {
     if (auto* u = std::get_if<uint64_t>(&v->scalar)) return static_cast<float>(*u);
     if (auto* i = std::get_if<int64_t>(&v->scalar)) return static_cast<float>(*i);
@@ -423,6 +449,8 @@ Result<std::vector<float>> GgufFile::get_f32_array(const std::string& key) const
   if (!v) return missing(key, "an array of floats");
   if (!v->is_array() || (v->elem_type != GgufType::FLOAT32 && v->elem_type != GgufType::FLOAT64))
     return wrong(key, "an array of floats", *v);
+  for (double d : v->arr_f)
+    if (!fits_f32(d)) return not_f32(key, d);
   return std::vector<float>(v->arr_f.begin(), v->arr_f.end());
 }
 
@@ -433,8 +461,20 @@ Result<std::vector<int32_t>> GgufFile::get_i32_array(const std::string& key) con
     return wrong(key, "an array of integers", *v);
   std::vector<int32_t> out;
   out.reserve(v->array_size());
-  for (int64_t x : v->arr_i) out.push_back(static_cast<int32_t>(x));
-  for (uint64_t x : v->arr_u) out.push_back(static_cast<int32_t>(x));
+  auto out_of_range = [&](const std::string& x) {
+    return Status::Error("metadata key '" + key + "': element " + std::to_string(out.size()) +
+                         " = " + x + " does not fit in int32");
+  };
+  for (int64_t x : v->arr_i) {
+    if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+      return out_of_range(std::to_string(x));
+    out.push_back(static_cast<int32_t>(x));
+  }
+  for (uint64_t x : v->arr_u) {
+    if (x > static_cast<uint64_t>(std::numeric_limits<int32_t>::max()))
+      return out_of_range(std::to_string(x));
+    out.push_back(static_cast<int32_t>(x));
+  }
   return out;
 }
 
@@ -463,9 +503,7 @@ class Out {
     put<uint64_t>(s.size());
     buf.insert(buf.end(), s.begin(), s.end());
   }
-  void pad_to(uint64_t align) {
-    while (buf.size() % align) buf.push_back(0);
-  }
+  void pad_to(uint64_t align) { buf.resize((buf.size() + align - 1) / align * align, 0); }
 };
 
 void put_element(Out& o, GgufType t, const GgufValue& v, size_t k) {
@@ -535,6 +573,10 @@ Result<uint64_t> tensor_nbytes(const GgufTensorToWrite& t) {
 }  // namespace
 
 Result<std::vector<uint8_t>> GgufWriter::serialize_header() const {
+  if (alignment < 8 || alignment > std::numeric_limits<uint32_t>::max() ||
+      (alignment & (alignment - 1)) != 0)
+    return Status::Error("GGUF alignment must be a power of two, at least 8 and 32-bit, found " +
+                         std::to_string(alignment));
   Out o;
   o.put<uint32_t>(kMagicGguf);
   o.put<uint32_t>(version);

@@ -72,7 +72,8 @@ struct GgufFile {
   const GgufValue* find(const std::string& key) const;
   const GgufTensorInfo* find_tensor(const std::string& name) const;
 
-  // Typed getters: error names the key and the expected vs found type when wrong or missing.
+  // Typed getters: error names the key and the expected vs found type when wrong or missing,
+  // or the value when it does not fit the result type (never silently wrapped or made inf).
   Result<uint32_t> get_u32(const std::string& key) const;   // any integer type that fits
   Result<uint64_t> get_u64(const std::string& key) const;
   Result<float> get_f32(const std::string& key) const;      // FLOAT32/64 (or integer)
