@@ -41,7 +41,9 @@ struct Fixture {
   Fixture(const Case& c, int mis, uint32_t seed) {
     const int64_t rb = row_bytes(c.t, c.cols);
     wbuf.resize(rb * c.rows + 64);
-    uint8_t* wd = wbuf.data() + mis;
+    // Misaligned, but by whole floats for F32 / Q8_K (they need 4-byte alignment, quant.h).
+    const auto shift = [&](GgmlType t) { return mis && (t == GgmlType::F32 || t == GgmlType::Q8_K) ? 4 : mis; };
+    uint8_t* wd = wbuf.data() + shift(c.t);
     auto wf = randn(c.rows * c.cols, seed);
     // Some rows much larger than others, and one all-zero row: scales differ per lane.
     for (int64_t r = 0; r < c.rows; ++r)
@@ -52,7 +54,7 @@ struct Fixture {
     const GgmlType vt = quant::vec_dot_type(c.t);
     const int64_t xrb = row_bytes(vt, c.cols);
     xbuf.resize(xrb * c.n_tok + 64);
-    uint8_t* xd = xbuf.data() + (vt == GgmlType::F32 ? 0 : mis);
+    uint8_t* xd = xbuf.data() + (vt == GgmlType::F32 ? 0 : shift(vt));
     for (int64_t t = 0; t < c.n_tok; ++t)
       quant::quantize_activations(vt, xf.data() + t * c.cols, xd + t * xrb, c.cols);
     xq = vt == GgmlType::F32 ? reinterpret_cast<const uint8_t*>(xf.data()) : xd;
