@@ -345,6 +345,15 @@ struct HttpServer::Impl {
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
+  // A request that ended without completing: cancelled (shutdown, 503) or failed (500).
+  static ApiError early_end_error(const GenRequest::Update& u) {
+    if (u.reason == FinishReason::kError) return {500, "server_error", u.error};
+    return {503, "unavailable_error", u.error.empty() ? "the request was cancelled" : u.error};
+  }
+  static bool ended_early(const GenRequest::Update& u) {
+    return u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled;
+  }
+
   static const char* finish_name(FinishReason r) {
     return r == FinishReason::kLength ? "length" : "stop";
   }
@@ -369,11 +378,8 @@ struct HttpServer::Impl {
     while (!gen->wait_started(std::chrono::milliseconds(200))) {
     }
     if (gen->done()) {
-      GenRequest::Update u = gen->take(std::chrono::milliseconds(0));
-      if (u.reason == FinishReason::kCancelled)
-        return send_error(res, {503, "unavailable_error",
-                                u.error.empty() ? "the request was cancelled" : u.error});
-      if (u.reason == FinishReason::kError) return send_error(res, {500, "server_error", u.error});
+      const GenRequest::Update u = gen->take(std::chrono::milliseconds(0));
+      if (ended_early(u)) return send_error(res, early_end_error(u));
     }
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     if (r->stream) {
@@ -397,11 +403,9 @@ struct HttpServer::Impl {
               }
             }
             if (!u.done) return true;
-            if (u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled) {
-              json e = json::parse(error_json({u.reason == FinishReason::kError ? 500 : 503,
-                                               u.reason == FinishReason::kError ? "server_error" : "unavailable_error",
-                                               u.error.empty() ? "the request was cancelled" : u.error}));
-              send(e);
+            if (ended_early(u)) {
+              const std::string line = "data: " + error_json(early_end_error(u)) + "\n\n";
+              sink.write(line.data(), line.size());
             } else {
               json j = envelope(*r, id, true);
               j["choices"] = json::array({choice_json(*r, "", true, finish_name(u.reason), false)});
@@ -442,10 +446,8 @@ struct HttpServer::Impl {
             return true;
           }
           std::string body;
-          if (u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled) {
-            body = error_json({u.reason == FinishReason::kError ? 500 : 503,
-                               u.reason == FinishReason::kError ? "server_error" : "unavailable_error",
-                               u.error.empty() ? "the request was cancelled" : u.error});
+          if (ended_early(u)) {
+            body = error_json(early_end_error(u));
           } else {
             json j = envelope(*r, id, false);
             j["choices"] = json::array({choice_json(*r, *text, false, finish_name(u.reason), false)});
@@ -501,10 +503,7 @@ struct HttpServer::Impl {
     metric("hotcold_fast_device_neuron_share", "gauge",
            "Share of firing FFN neurons served by the fast device (0: CPU only, no second device).",
            0.0);
-    metric("hotcold_kv_cache_bytes", "gauge", "KV cache bytes of all slots.",
-           double(sched->params().n_parallel) * double(sched->params().n_ctx_slot) *
-               double(model->hparams().n_layer) * 2.0 * double(model->hparams().n_head_kv) *
-               double(model->hparams().head_dim) * 2.0);
+    metric("hotcold_kv_cache_bytes", "gauge", "KV cache bytes of all slots.", double(s.kv_bytes));
     metric("hotcold_uptime_seconds", "gauge", "Seconds since the server started.",
            double(std::time(nullptr) - started_at));
     return o.str();

@@ -77,7 +77,7 @@ void GenRequest::append(const std::string& text, int n_generated) {
     text_ += text;
     n_generated_ = n_generated;
   }
-  cv_.notify_all();
+  if (!text.empty()) cv_.notify_all();  // a held-back piece (partial UTF-8, stop prefix) wakes no one
 }
 
 void GenRequest::finish(FinishReason reason, std::string error) {
@@ -120,6 +120,7 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
                                             int64_t{hp.n_head_kv} * hp.head_dim));
   scratch_.sparse = sparse_.get();
   stats_.n_slots = params_.n_parallel;
+  for (const auto& sl : slots_) stats_.kv_bytes += sl->cache.bytes();
   thread_ = std::thread([this] { worker(); });
 }
 
@@ -145,7 +146,7 @@ SubmitResult Scheduler::submit(std::shared_ptr<GenRequest> req) {
   return SubmitResult::kAccepted;
 }
 
-void Scheduler::drain(std::chrono::milliseconds grace) {
+void Scheduler::cancel_queue() {
   std::deque<std::shared_ptr<GenRequest>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -155,6 +156,10 @@ void Scheduler::drain(std::chrono::milliseconds grace) {
     stats_.requests_cancelled += dropped.size();
   }
   for (auto& r : dropped) r->finish(FinishReason::kCancelled, "the server is shutting down");
+}
+
+void Scheduler::drain(std::chrono::milliseconds grace) {
+  cancel_queue();
   const auto deadline = std::chrono::steady_clock::now() + grace;
   bool cancelled = false;
   for (;;) {
@@ -364,14 +369,7 @@ void Scheduler::worker() {
     decode_all();
   }
   // Shutting down: nothing is left waiting.
-  std::deque<std::shared_ptr<GenRequest>> dropped;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    dropped.swap(queue_);
-    stats_.queue_depth = 0;
-    stats_.requests_cancelled += dropped.size();
-  }
-  for (auto& r : dropped) r->finish(FinishReason::kCancelled, "the server is shutting down");
+  cancel_queue();
   for (auto& sp : slots_)
     if (sp->state != Slot::State::kFree) release(*sp, FinishReason::kCancelled);
 }

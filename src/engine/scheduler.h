@@ -109,6 +109,7 @@ struct SchedulerStats {
   double decode_seconds = 0, prompt_seconds = 0;
   double recent_tokens_per_second = 0;  // generated tokens over the last 10 s
   int queue_depth = 0, active_slots = 0, n_slots = 0;
+  uint64_t kv_bytes = 0;  // KV caches of all slots
   SparseStats sparse;  // activation-sparse FFN counters (zero when dense)
 };
 
@@ -146,6 +147,7 @@ class Scheduler {
   void after_logits(Slot& slot, const float* logits);  // sample, emit, finish or continue
   void release(Slot& slot, FinishReason reason, std::string error = {});
   void reap_cancelled();
+  void cancel_queue();  // stops admitting and finishes every queued request as cancelled
 
   std::shared_ptr<const LlamaModel> model_;
   std::shared_ptr<const SparseFfn> sparse_;

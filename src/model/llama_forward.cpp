@@ -47,20 +47,21 @@ Status validate_steps(const LlamaModel& model, std::span<const SeqStep> steps,
   if (!logits) return Status::Error("no logits buffer given");
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const std::string step = "decode step " + std::to_string(i) + ": ";
+    // Built only for an error: this runs for every decode step of every token.
+    const auto step = [i] { return "decode step " + std::to_string(i) + ": "; };
     const KvCache* c = steps[i].cache;
-    if (!c) return Status::Error(step + "no KV cache");
+    if (!c) return Status::Error(step() + "no KV cache");
     const uint64_t cells = static_cast<uint64_t>(c->n_layer) * static_cast<uint64_t>(c->n_ctx) *
                            static_cast<uint64_t>(c->kv_dim);
     if (c->n_layer != hp.n_layer || c->kv_dim != kv_dim || c->n_ctx <= 0 ||
         c->k.size() != cells || c->v.size() != cells)
-      return Status::Error(step + "KV cache of " + std::to_string(c->n_layer) + " layers x " +
+      return Status::Error(step() + "KV cache of " + std::to_string(c->n_layer) + " layers x " +
                            std::to_string(c->n_ctx) + " positions x kv_dim " +
                            std::to_string(c->kv_dim) + " (" + std::to_string(c->k.size()) +
                            " K cells) does not fit the model's " + std::to_string(hp.n_layer) +
                            " layers x kv_dim " + std::to_string(kv_dim));
     if (steps[i].pos < 0 || steps[i].pos >= c->n_ctx)
-      return Status::Error(step + "context overflow: position " + std::to_string(steps[i].pos) +
+      return Status::Error(step() + "context overflow: position " + std::to_string(steps[i].pos) +
                            " does not fit a context of " + std::to_string(c->n_ctx) + " tokens");
     HC_TRY(check_token(hp, steps[i].token));
     for (size_t j = 0; j < i; ++j)  // a handful of slots: quadratic, allocation-free

@@ -13,11 +13,8 @@ class ServerRequest : public ::testing::Test {
   void SetUp() override {
     testing::TinyModel tm(testing::TinyModelSpec{});
     bytes_ = tm.bytes();
-    auto g = parse_gguf(bytes_);
-    ASSERT_TRUE(g.ok()) << g.message();
-    auto m = LlamaModel::from_gguf(std::move(g).value(), false);
-    ASSERT_TRUE(m.ok()) << m.message();
-    model_ = *m;
+    model_ = testing::load_tiny(bytes_, false);
+    ASSERT_TRUE(model_);
     info_.model = model_.get();
     info_.id = "tiny";
     info_.file_name = "tiny-model.gguf";

@@ -27,11 +27,7 @@ Fixture make_model(GgmlType t, const std::string& activation = "") {
   spec.n_ctx = 256;
   testing::TinyModel tm(spec);
   Fixture f{tm.bytes(), nullptr};
-  auto g = parse_gguf(f.bytes);
-  EXPECT_TRUE(g.ok()) << g.message();
-  auto m = LlamaModel::from_gguf(std::move(g).value(), /*repack=*/true);
-  EXPECT_TRUE(m.ok()) << m.message();
-  f.model = *m;
+  f.model = testing::load_tiny(f.bytes, /*repack=*/true);
   return f;
 }
 

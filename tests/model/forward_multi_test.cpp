@@ -22,11 +22,7 @@ using testing::TinyModel;
 using testing::TinyModelSpec;
 
 std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes, bool repack) {
-  auto f = parse_gguf(bytes);
-  EXPECT_TRUE(f.ok()) << f.message();
-  auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
-  EXPECT_TRUE(m.ok()) << m.message();
-  return m.ok() ? *m : nullptr;
+  return testing::load_tiny(bytes, repack);
 }
 
 int64_t kv_dim(const LlamaModel& m) {

@@ -14,11 +14,7 @@ using testing::TinyModel;
 using testing::TinyModelSpec;
 
 std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes, bool repack = false) {
-  auto f = parse_gguf(bytes);
-  EXPECT_TRUE(f.ok()) << f.message();
-  auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
-  EXPECT_TRUE(m.ok()) << m.message();
-  return m.ok() ? *m : nullptr;
+  return testing::load_tiny(bytes, repack);
 }
 
 // Logits for every position, computed one token at a time.

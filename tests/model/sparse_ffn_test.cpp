@@ -19,11 +19,7 @@ using testing::TinyModel;
 using testing::TinyModelSpec;
 
 std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes) {
-  auto f = parse_gguf(bytes);
-  EXPECT_TRUE(f.ok()) << f.message();
-  auto m = LlamaModel::from_gguf(std::move(f).value(), /*repack=*/true);
-  EXPECT_TRUE(m.ok()) << m.message();
-  return m.ok() ? *m : nullptr;
+  return testing::load_tiny(bytes, /*repack=*/true);
 }
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18};

@@ -4,7 +4,12 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <memory>
+
 #include "format/gguf.h"
+#include "model/llama_model.h"
 #include "quant/quant.h"
 
 namespace hc::testing {
@@ -86,5 +91,15 @@ class TinyModel {
   GgufWriter w_;
   std::vector<std::vector<uint8_t>> bufs_;  // std::vector<vector> keeps element buffers stable
 };
+
+// Loads a model from GGUF bytes (which must outlive it); a failure is a test failure and null.
+inline std::shared_ptr<const LlamaModel> load_tiny(std::vector<uint8_t>& bytes, bool repack) {
+  auto f = parse_gguf(bytes);
+  EXPECT_TRUE(f.ok()) << f.message();
+  if (!f.ok()) return nullptr;
+  auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
+  EXPECT_TRUE(m.ok()) << m.message();
+  return m.ok() ? *m : nullptr;
+}
 
 }  // namespace hc::testing

@@ -23,9 +23,7 @@
 namespace hc {
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
-                           GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+constexpr const auto& kTypes = ops_test::kAllTypes;
 
 using ops_test::randn;
 
