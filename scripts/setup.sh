@@ -47,7 +47,7 @@ MODELS="$CACHE/models"
 # clang + libclang-rt-14-dev: the libFuzzer target (tests/fuzz).
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
               python3-torch libopenblas0-openmp libcpp-httplib-dev nlohmann-json3-dev chromium
-              clang libclang-rt-14-dev)
+              clang libclang-rt-14-dev libglpk-dev)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 # openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
@@ -180,7 +180,18 @@ if ((NO_BUILD)); then
   exit 0
 fi
 step "configure + build hotcold in $BUILD_DIR"
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY"
+# The CUDA backend: built whenever nvcc exists (CUDA 13 lives in /usr/local/cuda, often off
+# PATH). HC_REQUIRE_CUDA=1 (set by CI) makes a missing toolkit a configure error instead.
+CUDA_ARGS=()
+if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  CUDA_ARGS=(-DHC_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC")
+elif [[ "${HC_REQUIRE_CUDA:-0}" == 1 ]]; then
+  die "HC_REQUIRE_CUDA=1 but no nvcc (looked on PATH and in /usr/local/cuda/bin)"
+else
+  log "  no nvcc: building without the CUDA backend"
+fi
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY" "${CUDA_ARGS[@]}"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 HOTCOLD="$BUILD_DIR/hotcold"
 [[ -x "$HOTCOLD" ]] || die "build finished but $HOTCOLD is missing"

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/device_setup.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/membw.h"
@@ -22,6 +23,7 @@ constexpr char kCmd[] = "bench";
 struct BenchFlags {
   ModelFlags model;
   SparseFlags sparse;
+  DeviceFlags device;
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 5;
@@ -229,6 +231,7 @@ void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
 Status bench(const BenchFlags& fl) {
   BenchFlags f = fl;
   f.sparse.apply_to(&f.model);
+  apply_device_to(f.device, f.sparse, &f.model);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   HC_ASSIGN_OR_RETURN(const Bandwidth bw, read_bandwidth(f));
@@ -238,6 +241,7 @@ Status bench(const BenchFlags& fl) {
   sp.n_batch = std::max(f.model.batch, f.n_prompt);
   Session session(model, sp);
   session.set_sparse(sparse);
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
   std::vector<double> pp, tg;
   const auto prompt = random_tokens(f.n_prompt, n_vocab, 1);
   if (f.n_prompt > 0) HC_TRY(run_pp(session, prompt).status());  // warm-up: page in weights
@@ -258,6 +262,28 @@ Status bench(const BenchFlags& fl) {
   rep.kv_mib = session.kv_bytes() / 1048576.0;
   if (f.json) print_json(f, rep, bw);
   else print_table(f, rep, bw);
+  if (const DeviceModel* dm = session.device_model()) {
+    const ops::Device& dev = dm->device();
+    const SparseStats& st = session.sparse_stats();
+    const double dev_share = st.device_computed + st.computed
+                                 ? double(st.device_computed) / double(st.device_computed + st.computed)
+                                 : 0.0;
+    if (f.json) {
+      std::printf("{\"device\": {\"name\": \"%s\", \"charged_mib\": %.1f, \"measured_mib\": %.1f, "
+                  "\"budget_mib\": %.1f, \"attn_layers\": %d, \"hot_neurons\": %lld, "
+                  "\"device_neuron_share\": %.4f}}\n",
+                  dev.name().c_str(), dev.charged_bytes() / 1048576.0,
+                  dev.measured_bytes() / 1048576.0,
+                  dev.budget_bytes() == UINT64_MAX ? -1.0 : dev.budget_bytes() / 1048576.0,
+                  dm->n_attn_layers(), static_cast<long long>(dm->n_hot_neurons()), dev_share);
+    } else {
+      std::printf("\n| device | charged MiB | measured MiB | attention layers | FFN neurons on device | computed neurons on device |\n"
+                  "|---|---|---|---|---|---|\n| %s | %.1f | %.1f | %d | %lld | %.1f%% |\n",
+                  dev.name().c_str(), dev.charged_bytes() / 1048576.0,
+                  dev.measured_bytes() / 1048576.0, dm->n_attn_layers(),
+                  static_cast<long long>(dm->n_hot_neurons()), 100.0 * dev_share);
+    }
+  }
   if (sparse) {  // over every test and repetition above
     const SparseStats& st = session.sparse_stats();
     if (f.json) {
@@ -282,6 +308,7 @@ int cmd_bench(const Args& args) {
                     "against the measured memory bandwidth, peak RSS");
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
+  add_device_flags(p, &f.device);
   p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip");
   p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip");
   p.add_int("-r,--repetitions", &f.reps, "repetitions of each test");

@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/device_setup.h"
 #include "core/log.h"
 
 namespace hc {
@@ -17,6 +18,7 @@ constexpr char kCmd[] = "perplexity";
 struct PplFlags {
   ModelFlags model;
   SparseFlags sparse;
+  DeviceFlags device;
   std::string file;
   int chunks = -1;
 };
@@ -35,6 +37,7 @@ Status perplexity(const PplFlags& f) {
   ModelFlags mf = f.model;
   if (mf.ctx == 0) mf.ctx = 512;
   f.sparse.apply_to(&mf);
+  apply_device_to(f.device, f.sparse, &mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   const Tokenizer& tok = model->tokenizer();
@@ -53,6 +56,7 @@ Status perplexity(const PplFlags& f) {
   sp.n_batch = std::max(mf.batch, n_ctx);
   Session session(model, sp);
   session.set_sparse(sparse);
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
   const int first = n_ctx / 2;
   double nll = 0.0, nll2 = 0.0;
   int64_t count = 0;
@@ -94,6 +98,7 @@ int cmd_perplexity(const Args& args) {
   ArgParser p(kCmd, "perplexity of a text file, llama.cpp's method");
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
+  add_device_flags(p, &f.device);
   p.add_string("-f,--file", &f.file, "text file to score (required)");
   p.add_int("--chunks", &f.chunks, "score at most this many chunks (default: all)");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;

@@ -4,6 +4,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/device_setup.h"
 #include "core/log.h"
 
 namespace hc {
@@ -15,6 +16,7 @@ constexpr char kCmd[] = "run";
 struct RunFlags {
   ModelFlags model;
   SparseFlags sparse;
+  DeviceFlags device;
   std::string prompt, file, seed, logits_out;
   int n_predict = 128;
   bool ids = false, ignore_eos = false, no_bos = false;
@@ -31,6 +33,7 @@ Status write_floats(const std::string& path, const std::vector<float>& v) {
 Status run(const RunFlags& f) {
   ModelFlags mf = f.model;
   f.sparse.apply_to(&mf);
+  apply_device_to(f.device, f.sparse, &mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   std::string prompt = f.prompt;
@@ -45,6 +48,7 @@ Status run(const RunFlags& f) {
   }
   Session session(model, session_params(f.model));
   session.set_sparse(sparse);
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
   if (static_cast<int>(tokens.size()) >= session.n_ctx())
     return Status::Error("prompt is " + std::to_string(tokens.size()) +
                          " tokens but the context holds " + std::to_string(session.n_ctx()) +
@@ -85,6 +89,7 @@ int cmd_run(const Args& args) {
   ArgParser p(kCmd, "generate text from a prompt (only the generated text is printed)");
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
+  add_device_flags(p, &f.device);
   p.add_string("-p,--prompt", &f.prompt, "prompt text");
   p.add_string("-f,--file", &f.file, "read the prompt from a file");
   p.add_int("-n,--n-predict", &f.n_predict, "tokens to generate (default 128)");

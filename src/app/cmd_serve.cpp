@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/device_setup.h"
 #include "app/server.h"
 #include "core/log.h"
 #include "engine/chat_template.h"
@@ -22,6 +23,7 @@ constexpr char kCmd[] = "serve";
 struct ServeFlags {
   ModelFlags model;
   SparseFlags sparse;
+  DeviceFlags device;
   ServerOptions server;
   int parallel = 1;
   int max_queue = 64;
@@ -72,6 +74,10 @@ Status serve(ServeFlags& f) {
   f.sparse.apply_to(&mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
+  if (f.device.enabled())
+    return Status::Error("-ngl / --vram-budget / --plan: the server's batched decode runs on the "
+                         "host only for now (a second device serves one sequence per session: "
+                         "use hotcold run, bench or perplexity)");
   if (f.server.chat_template.empty()) {
     auto t = model->gguf().get_string("tokenizer.chat_template");
     f.server.chat_template = t.ok() ? *t : "chatml";
@@ -117,6 +123,7 @@ int cmd_serve(const Args& args) {
   ArgParser p(kCmd, "OpenAI-compatible HTTP server (completions, chat, streaming, web chat at /)");
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
+  add_device_flags(p, &f.device);
   p.add_string("--host", &f.server.host, "address to listen on (default 127.0.0.1)");
   p.add_int("--port", &f.server.port, "port to listen on (default 8080; 0: any free port)");
   p.add_int("-np,--parallel", &f.parallel,

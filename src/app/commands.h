@@ -20,5 +20,6 @@ int cmd_convert(const Args& args);     // cmd_convert.cpp
 int cmd_profile(const Args& args);     // cmd_profile.cpp
 int cmd_train_predictor(const Args& args);  // cmd_train_predictor.cpp
 int cmd_serve(const Args& args);       // cmd_serve.cpp
+int cmd_plan(const Args& args);        // cmd_plan.cpp
 
 }  // namespace hc

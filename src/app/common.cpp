@@ -60,8 +60,9 @@ Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
     HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.stats));
     HC_TRY(stats.check_matches(model.hparams()).with_context("--stats '" + f.stats + "'"));
     opt.thresholds = stats.thresholds_for_sparsity(f.sparsity);
-  } else if (!f.stats.empty()) {
-    return Status::Error("--stats is only used with --sparsity S");
+  } else if (!f.stats.empty() && !f.enabled()) {
+    return Status::Error("--stats is only used with --sparsity S, or with a sparse FFN placed "
+                         "by --vram-budget");
   }
   if (!(f.union_max >= 0.0 && f.union_max <= 1.0))
     return Status::Error("--sparse-union-max: expected a share in [0, 1], found " + std::to_string(f.union_max));

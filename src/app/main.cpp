@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "ops/device.h"
 
 namespace {
 
@@ -28,7 +29,7 @@ const Subcommand kSubcommands[] = {
     {"eval", nullptr, "task evaluation (HumanEval, MBPP)"},
     {"profile", hc::cmd_profile, "record neuron activation statistics"},
     {"train-predictor", hc::cmd_train_predictor, "train activation predictors on a corpus"},
-    {"plan", nullptr, "compute a CPU/GPU neuron placement plan"},
+    {"plan", hc::cmd_plan, "compute a CPU/GPU neuron placement plan"},
     {"convert", hc::cmd_convert, "convert a llama2.c checkpoint to GGUF"},
     {"inspect", hc::cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"tokenize", hc::cmd_tokenize, "print the token ids of a text"},
@@ -71,6 +72,10 @@ int dispatch(const std::vector<std::string>& argv) {
   }
   if (cmd == "--version" || cmd == "version") {
     std::printf("hotcold %s\n", kVersion);
+    // Scripts (and CI) check this line: a CUDA build that silently lost its backend shows.
+    std::printf("backends: cpu%s (%d CUDA device%s visible)\n",
+                hc::ops::cuda_compiled() ? ", cuda" : "", hc::ops::cuda_device_count(),
+                hc::ops::cuda_device_count() == 1 ? "" : "s");
     return 0;
   }
   std::vector<std::string> rest(argv.begin() + 1, argv.end());

@@ -42,6 +42,23 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
   return Status::Ok();
 }
 
+Status Session::set_device(std::shared_ptr<const DeviceModel> dm) {
+  scratch_.device = nullptr;
+  device_.reset();
+  device_model_ = std::move(dm);
+  if (!device_model_) return Status::Ok();
+  if (&device_model_->model() != model_.get())
+    return Status::Error("set_device: the device model was built for another model");
+  auto ds = DeviceSession::create(*device_model_, cache_.n_ctx, kForwardUbatch);
+  if (!ds.ok()) {
+    device_model_.reset();
+    return ds.status();
+  }
+  device_ = std::move(*ds);
+  scratch_.device = device_.get();
+  return Status::Ok();
+}
+
 void Session::truncate(int n) {
   HC_CHECK(n >= 0 && n <= n_past_);
   n_past_ = n;

@@ -45,12 +45,20 @@ class Session {
     scratch_.sparse = sparse_.get();
   }
   const SparseStats& sparse_stats() const { return scratch_.sparse_scratch.stats; }
+  // Runs the layers `dm` places on its device there (hybrid / offloaded inference), with a KV
+  // cache and buffers for this session on that device (charged to its budget); null: the host
+  // only. The session keeps `dm` alive.
+  Status set_device(std::shared_ptr<const DeviceModel> dm);
+  uint64_t device_kv_bytes() const { return device_ ? device_->kv_bytes() : 0; }
+  const DeviceModel* device_model() const { return device_model_.get(); }
   // Sees every layer's FFN activations during evals (profiling); null to stop.
   void set_ffn_observer(FfnObserver* observer) { scratch_.observer = observer; }
 
  private:
   std::shared_ptr<const LlamaModel> model_;
   std::shared_ptr<const SparseFfn> sparse_;
+  std::shared_ptr<const DeviceModel> device_model_;
+  std::unique_ptr<DeviceSession> device_;
   SessionParams params_;
   ThreadPool pool_;
   KvCache cache_;

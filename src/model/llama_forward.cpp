@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/hybrid_forward.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
 #include "quant/quant.h"
@@ -207,10 +208,39 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
+// Layer il on the host and / or the device, as the session's DeviceModel places it.
+Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScratch& s,
+                 ThreadPool& pool, DeviceResidual& xr) {
+  const LlamaHParams& hp = model.hparams();
+  const int64_t n_tok = rows.n_tok, n = n_tok * hp.n_embd;
+  const DeviceLayer* dl = s.device ? &s.device->dm().layer(il) : nullptr;
+  if (dl && dl->attn) {
+    xr.to_device(s.x.data(), n);
+    device_attention(model, *s.device, il, n_tok, rows.pos0);
+  } else {
+    HC_TRY(xr.to_host(s.x.data(), n));
+    attention_block(model, model.weights().layers[il], il, rows, s, pool);
+  }
+  if (dl && dl->ffn_dense) {
+    xr.to_device(s.x.data(), n);
+    device_ffn_dense(model, *s.device, il, n_tok);
+  } else if (dl && dl->hybrid()) {
+    HC_TRY(xr.to_host(s.x.data(), n));
+    const LlamaLayerWeights& L = model.weights().layers[il];
+    norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
+    s.in.reset(s.xb.data(), n_tok, hp.n_embd);
+    HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok));
+  } else {
+    HC_TRY(xr.to_host(s.x.data(), n));
+    ffn_block(model, il, s, pool, n_tok);
+  }
+  return Status::Ok();
+}
+
 // One micro-batch of rows; the logits of rows [first_out, n_tok) written to `out` unless it is
 // null.
-void forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch& s,
-                    ThreadPool& pool, int64_t first_out, float* out) {
+Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch& s,
+                      ThreadPool& pool, int64_t first_out, float* out) {
   const LlamaHParams& hp = model.hparams();
   const LlamaWeights& W = model.weights();
   const int64_t n_tok = rows.n_tok;
@@ -240,15 +270,20 @@ void forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch& s
                     hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data),
                     rows.pos_of(t));
   }
-  for (int il = 0; il < hp.n_layer; ++il) {
-    attention_block(model, W.layers[il], il, rows, s, pool);
-    ffn_block(model, il, s, pool, n_tok);
+  DeviceResidual xr{s.device};
+  for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
+  if (s.device && s.device->dm().output_on_device() && out) {
+    xr.to_device(s.x.data(), n_tok * hp.n_embd);
+    return device_output(model, *s.device, first_out, n_tok, out);
   }
-  if (!out) return;
+  // Always back on the host (and the device idle) before the staging buffers are reused.
+  HC_TRY(xr.to_host(s.x.data(), n_tok * hp.n_embd));
+  if (!out) return Status::Ok();
   const int64_t n_out = n_tok - first_out;
   float* xo = s.x.data() + first_out * hp.n_embd;
   norm_rows(xo, s.xb.data(), W.output_norm, n_out, hp.n_embd, hp.rms_eps);
   ops::matmul(W.output, s.xb.data(), n_out, out, pool, s.in);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -257,6 +292,15 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
                      ThreadPool& pool, std::span<const int32_t> tokens, int pos0,
                      bool all_logits, std::vector<float>* logits) {
   HC_TRY(validate(model, cache, tokens, pos0));
+  if (s.device) {
+    if (s.observer)
+      return Status::Error("activation observers (profile) run on the host only: no -ngl");
+    if (&s.device->dm().model() != &model || s.device->n_ctx() < cache.n_ctx ||
+        s.device->max_tokens() < kForwardUbatch)
+      return Status::Error("device session does not match this model / context (" +
+                           std::to_string(s.device->n_ctx()) + " positions, " +
+                           std::to_string(cache.n_ctx) + " needed)");
+  }
   const int64_t n_tok = static_cast<int64_t>(tokens.size());
   const int64_t n_vocab = model.hparams().n_vocab;
   logits->resize(static_cast<size_t>(all_logits ? n_tok : 1) * n_vocab);
@@ -267,7 +311,7 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
     float* out = all_logits ? logits->data() + b * n_vocab
                             : (b + n == n_tok ? logits->data() : nullptr);
     const Rows rows = Rows::sequence(cache, tokens.subspan(b, n), pos0 + static_cast<int>(b));
-    forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out);
+    HC_TRY(forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out));
   }
   return Status::Ok();
 }
@@ -275,14 +319,17 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
 Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
                            ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits) {
   HC_TRY(validate_steps(model, steps, logits));
+  if (s.device)
+    return Status::Error("batched decode of several sequences runs on the host only: a second "
+                         "device (-ngl, --vram-budget) serves one sequence per session");
   const int64_t n_steps = static_cast<int64_t>(steps.size());
   const int64_t n_vocab = model.hparams().n_vocab;
   logits->resize(static_cast<size_t>(n_steps) * n_vocab);
   // Steps are independent, so splitting them into micro-batches changes no bits.
   for (int64_t b = 0; b < n_steps; b += kForwardUbatch) {
     const int64_t n = std::min<int64_t>(kForwardUbatch, n_steps - b);
-    forward_ubatch(model, Rows::decode_steps(steps.subspan(b, n)), s, pool, 0,
-                   logits->data() + b * n_vocab);
+    HC_TRY(forward_ubatch(model, Rows::decode_steps(steps.subspan(b, n)), s, pool, 0,
+                          logits->data() + b * n_vocab));
   }
   return Status::Ok();
 }

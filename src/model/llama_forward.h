@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "model/device_model.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "model/sparse_ffn.h"
@@ -35,6 +36,10 @@ struct ForwardScratch {
   const SparseFfn* sparse = nullptr;
   SparseScratch sparse_scratch;
   FfnObserver* observer = nullptr;  // sees every layer's FFN activations, or null
+  // Layers a DeviceModel placed on a second device run there (model/device_model.h), with this
+  // session's device KV cache and buffers; null = everything on the host. Not with observers
+  // or llama_forward_multi.
+  DeviceSession* device = nullptr;
 };
 
 // Largest number of tokens one forward pass computes at once; longer calls run in several

@@ -84,6 +84,25 @@ void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   else ops::swiglu(g, u, n);
 }
 
+// With sc.gs [n_tok, |sc.idx|] holding gate over the set sc.idx: up over the set,
+// h = act(gate) * up with each token's h zeroed where fired(t, j) is false, then the down
+// projection over the set into out [n_tok, n_embd].
+template <class Fired>
+void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::MatmulInput& in,
+                 Fired fired, float* out, SparseScratch& sc, ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_tok = in.n_tok(), n_idx = static_cast<int64_t>(sc.idx.size());
+  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* h = sc.gs.data() + t * n_idx;
+    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
+    for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
+      if (!fired(t, j)) h[j] = 0.0f;
+  }
+  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+}
+
 // Layer il's FFN once each token's firing mask sc.fire [n_tok, n_ff] is known (from the
 // thresholds or the predictor): the union set, then the dense FFN masked (a large set) or
 // gate (unless gate_done: the dense gate is already in `gate`), up and down over the set, each
@@ -136,14 +155,9 @@ void ffn_over_set(const LlamaModel& model, const SparseFfn& sparse, int il, bool
   } else {
     ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
   }
-  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
-  for (int64_t t = 0; t < n_tok; ++t) {
-    float* h = sc.gs.data() + t * n_idx;
-    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
-    for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
-      if (!fire[t * n_ff + sc.idx[j]]) h[j] = 0.0f;
-  }
-  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+  up_act_down(model, sparse, il, in,
+              [&](int64_t t, int64_t j) { return fire[t * n_ff + sc.idx[j]] != 0; }, out, sc,
+              pool);
   sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
 }
 
@@ -179,15 +193,7 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sparse.use_predictor()) {
-    // The firing set from fc2 . relu(fc1 . x) before the FFN runs: logit > threshold.
-    const int64_t rank = L.fc1.ne1;
-    const float thr = sparse.predictor_threshold(il);
-    if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
-    if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
-    ops::matmul(L.fc1, in, sc.hid.data(), pool);
-    for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
-    ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
-    for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] > thr;
+    predict_firing(model, sparse, il, in, sc, pool);
     ffn_over_set(model, sparse, il, /*gate_done=*/false, in, gate, up, out, sc, pool);
     return;
   }
@@ -199,6 +205,79 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
   for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = std::fabs(sc.act[i]) > tau;
   ffn_over_set(model, sparse, il, /*gate_done=*/true, in, gate, up, out, sc, pool);
+}
+
+void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
+                    ops::MatmulInput& in, SparseScratch& sc, ThreadPool& pool) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_ff = model.hparams().n_ff, n_tok = in.n_tok();
+  const int64_t rank = L.fc1.ne1;
+  const float thr = sparse.predictor_threshold(il);
+  if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
+  if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
+  if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
+  ops::matmul(L.fc1, in, sc.hid.data(), pool);
+  for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
+  ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
+  for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] > thr;
+}
+
+void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
+                       ops::MatmulInput& in, const int32_t* cand, int64_t n_cand, float* out,
+                       SparseScratch& sc, ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
+  // sc.act [n_tok, n_cand]: the firing test's input (gate over the candidates) or, with a
+  // predictor, unused; cfire [n_tok, n_cand] whether token t fires candidate c.
+  std::vector<uint8_t>& cfire = sc.mark;
+  if (cfire.size() < static_cast<size_t>(n_tok * n_cand)) cfire.resize(n_tok * n_cand);
+  const bool pred = sparse.use_predictor();
+  if (!pred) {
+    if (sc.act.size() < static_cast<size_t>(n_tok * n_cand)) sc.act.resize(n_tok * n_cand);
+    if (sc.logit.size() < static_cast<size_t>(n_tok * n_cand)) sc.logit.resize(n_tok * n_cand);
+    if (n_cand > 0) ops::sparse_rows(L.ffn_gate, in, cand, n_cand, sc.logit.data(), pool);
+    ffn_activation(hp.ffn_act, sc.logit.data(), sc.act.data(), n_tok * n_cand);
+    const float tau = sparse.threshold(il);
+    for (int64_t i = 0; i < n_tok * n_cand; ++i) cfire[i] = std::fabs(sc.act[i]) > tau;
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t c = 0; c < n_cand; ++c) cfire[t * n_cand + c] = sc.fire[t * n_ff + cand[c]];
+  }
+  // The union over tokens, as candidate positions (sel) and neuron indices (idx).
+  sc.idx.clear();
+  sc.sel.clear();
+  for (int64_t c = 0; c < n_cand; ++c) {
+    uint8_t any = 0;
+    for (int64_t t = 0; t < n_tok; ++t) {
+      any |= cfire[t * n_cand + c];
+      sc.stats.fired += cfire[t * n_cand + c];
+    }
+    if (any) {
+      sc.idx.push_back(cand[c]);
+      sc.sel.push_back(static_cast<int32_t>(c));
+    }
+  }
+  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
+  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
+  if (n_idx == 0) {
+    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
+    return;
+  }
+  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
+    sc.gs.resize(n_tok * n_idx);
+    sc.us.resize(n_tok * n_idx);
+  }
+  if (pred) {
+    ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
+  } else {
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_idx; ++j)
+        sc.gs[t * n_idx + j] = sc.logit[t * n_cand + sc.sel[j]];
+  }
+  up_act_down(model, sparse, il, in,
+              [&](int64_t t, int64_t j) { return cfire[t * n_cand + sc.sel[j]] != 0; }, out, sc,
+              pool);
 }
 
 }  // namespace hc

@@ -77,6 +77,10 @@ struct SparseStats {
   uint64_t fired = 0;          // of which fired (per token)
   uint64_t computed = 0;       // neurons x tokens computed by up / down (union sets included)
   uint64_t dense_batches = 0;  // layer calls that fell back to the dense FFN
+  // Hybrid layers (model/device_model.h): neurons x tokens computed on the second device (all
+  // of its held neurons with thresholds; the predicted ones with a predictor). `computed` counts
+  // only the host's.
+  uint64_t device_computed = 0;
   double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
 };
 
@@ -88,6 +92,7 @@ struct SparseScratch {
   std::vector<uint8_t> fire;  // [n_tok, n_ff] 1 where the token fires the neuron
   std::vector<float> gs, us;  // [n_tok, |S|] gate and up over the set (gs becomes h)
   std::vector<int32_t> iota;  // 0 .. n_ff - 1 (ffn_down_dense)
+  std::vector<int32_t> sel;   // sparse_ffn_subset: candidate positions of the union
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
   ops::MatmulInput pred_in;       // predictor: fc2's input
   SparseStats stats;
@@ -109,5 +114,20 @@ void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n
 void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
                       ops::MatmulInput& in, float* gate, float* up, float* out,
                       SparseScratch& sc, ThreadPool& pool, FfnObserver* observer);
+
+// The predictor's firing decision for every neuron of layer il: sc.fire [n_tok, n_ff] = 1 where
+// fc2 . relu(fc1 . x) > the layer's predictor threshold. Needs sparse.use_predictor().
+void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
+                    ops::MatmulInput& in, SparseScratch& sc, ThreadPool& pool);
+
+// The host half of a hybrid layer: layer il's sparse FFN over the candidate neurons `cand`
+// (n_cand ascending indices; the others run on the second device): out [n_tok, n_embd] =
+// the sum over candidates that fire. With a predictor, sc.fire must already hold
+// predict_firing's decision; with thresholds, gate runs over the candidates only (sparse_rows)
+// and each fires when |act(gate)| > threshold. No dense fallback: the candidates are the cold
+// neurons, which rarely fire.
+void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
+                       ops::MatmulInput& in, const int32_t* cand, int64_t n_cand, float* out,
+                       SparseScratch& sc, ThreadPool& pool);
 
 }  // namespace hc

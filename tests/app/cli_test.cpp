@@ -83,7 +83,7 @@ TEST(Cli, SubcommandHelp) {
 }
 
 TEST(Cli, PlannedCommandsSayNotAvailable) {
-  for (const char* cmd : {"eval", "plan"}) {
+  for (const char* cmd : {"eval"}) {
     CliResult r = run_hotcold({cmd});
     EXPECT_EQ(r.exit_code, 2) << cmd;
     EXPECT_TRUE(has(r.err, "not available yet")) << cmd << ": " << r.err;

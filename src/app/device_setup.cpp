@@ -1,0 +1,203 @@
+#include "app/device_setup.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "app/plan_input.h"
+#include "core/log.h"
+#include "core/thread_pool.h"
+#include "model/act_stats.h"
+#include "sparse/placement_plan.h"
+#include "sparse/planner.h"
+
+namespace hc {
+
+void add_device_flags(ArgParser& p, DeviceFlags* f) {
+  p.add_int("-ngl,--n-gpu-layers", &f->n_gpu_layers,
+            "offload the last N layers wholly to the device (llama.cpp's meaning; N > layers "
+            "also offloads the output layer)");
+  p.add_string("--device", &f->device,
+               "second device: auto (CUDA when a GPU is visible, else the CPU device), cuda, or "
+               "cpu (a device on its own CPU threads: the stand-in used without a GPU)");
+  p.add_float("--vram-budget", &f->vram_budget_gib,
+              "device memory budget in GiB; with a sparse FFN and --stats (or --plan), hot "
+              "neurons and attention are placed by the planner (cached); dense: as many layers "
+              "as fit are offloaded");
+  p.add_string("--plan", &f->plan,
+               "placement plan from hotcold plan (or a PowerInfer .gpuidx file) for the "
+               "sparse FFN");
+  p.add_int("--device-threads", &f->device_threads, "CPU device: its own threads (default 1)");
+  p.add_float("--device-emulate-gbps", &f->device_emulate_gbps,
+              "CPU device: pace its weight reads to this bandwidth (GB/s) to emulate a slower "
+              "device (default: unpaced)");
+  p.add_string("--plan-cache", &f->plan_cache,
+               "directory of cached plans (default ~/.cache/hotcold/plans)");
+}
+
+namespace {
+
+uint64_t gib_to_bytes(float gib) {
+  return static_cast<uint64_t>(static_cast<double>(gib) * 1024.0 * 1024.0 * 1024.0);
+}
+
+std::string default_plan_cache() {
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/hotcold/plans";
+}
+
+Status make_dirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string part = dir.substr(0, i);
+    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      return Status::Error("cannot create directory '" + part + "'");
+  }
+  return Status::Ok();
+}
+
+// llama.cpp's automatic offload under a budget: the most trailing layers whose weights, KV
+// cache and the session's buffers fit.
+int dense_layers_that_fit(const LlamaModel& model, const ops::Device& dev, int n_ctx,
+                          uint64_t budget) {
+  const LlamaHParams& hp = model.hparams();
+  uint64_t used = dev.overhead_bytes() +
+                  DeviceSession::scratch_bytes(hp, kForwardUbatch, /*attn=*/true, /*dense=*/true,
+                                               /*hot=*/false, /*output=*/false);
+  int n = 0;
+  for (int il = hp.n_layer - 1; il >= 0; --il) {
+    used += layer_dense_bytes(model, il) + layer_kv_bytes(model, n_ctx);
+    if (used > budget) break;
+    ++n;
+  }
+  return n;
+}
+
+// The plan for a sparse FFN under a budget: --plan, or the planner's (cached) for --stats.
+Result<sparse::PlacementPlan> plan_for(const DeviceFlags& f, const SparseFlags& sf,
+                                       const std::string& model_path,
+                                       const LlamaModel& model, const SparseFfn& sparse,
+                                       ops::Device& dev, int n_ctx, uint64_t budget) {
+  const LlamaHParams& hp = model.hparams();
+  if (!f.plan.empty()) {
+    HC_ASSIGN_OR_RETURN(sparse::PlacementPlan plan, sparse::read_plan(f.plan));
+    HC_TRY(plan.check_matches(hp.n_layer, hp.n_ff).with_context("--plan '" + f.plan + "'"));
+    return plan;
+  }
+  if (sf.stats.empty())
+    return Status::Error("--vram-budget with a sparse FFN needs --stats STATS.gguf (activation "
+                         "statistics from hotcold profile) or --plan PLAN.gguf");
+  HC_ASSIGN_OR_RETURN(std::string model_id, sparse::file_identity(model_path));
+  HC_ASSIGN_OR_RETURN(std::string stats_id, sparse::file_identity(sf.stats));
+  const std::string extra = "ctx=" + std::to_string(n_ctx) + ";device=" + dev.name() +
+                            (sparse.use_predictor() ? ";predictor" : ";thresholds");
+  const std::string dir = f.plan_cache.empty() ? default_plan_cache() : f.plan_cache;
+  const std::string path = sparse::plan_cache_path(dir, model_id, stats_id, budget, extra);
+  auto cached = sparse::read_plan(path);
+  if (cached.ok() && cached->check_matches(hp.n_layer, hp.n_ff).ok() &&
+      sparse::check_plan_identity(*cached, model_id, stats_id, budget).ok()) {
+    HC_LOG_INFO("placement plan: cached %s (%s, predicted %.1f tok/s)", path.c_str(),
+                cached->solver.c_str(), cached->predicted_tok_s);
+    return std::move(*cached);
+  }
+  HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(sf.stats));
+  HC_TRY(stats.check_matches(hp).with_context("--stats '" + sf.stats + "'"));
+  HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(dev, model, n_ctx));
+  HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
+                      plan_input_for(model, stats, hw, n_ctx, sparse.use_predictor()));
+  sparse::PlannerOptions po;
+  po.budget_bytes = budget;
+  HC_ASSIGN_OR_RETURN(sparse::PlanResult r, sparse::plan_best(in, po));
+  r.plan.model_id = model_id;
+  r.plan.stats_id = stats_id;
+  if (make_dirs(dir).ok()) {
+    const Status st = write_then_rename(path, [&](const std::string& tmp) {
+      return sparse::write_plan(tmp, r.plan);
+    });
+    if (!st.ok()) HC_LOG_WARN("placement plan not cached: %s", st.message().c_str());
+  }
+  HC_LOG_INFO("placement plan: %s won (predicted %.1f tok/s), cached as %s", r.solver.c_str(),
+              r.prediction.tok_s, path.c_str());
+  return std::move(r.plan);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f,
+                                                            uint64_t budget_bytes) {
+  ops::DeviceOptions o;
+  o.budget_bytes = budget_bytes;
+  o.n_threads = f.device_threads;
+  o.emulate_gbps = f.device_emulate_gbps;
+  if (f.device == "cuda") {
+    o.kind = ops::DeviceKind::kCuda;
+  } else if (f.device == "cpu") {
+    o.kind = ops::DeviceKind::kCpu;
+  } else if (f.device == "auto") {
+    o.kind = ops::cuda_device_count() > 0 ? ops::DeviceKind::kCuda : ops::DeviceKind::kCpu;
+    if (o.kind == ops::DeviceKind::kCpu)
+      HC_LOG_WARN("no CUDA device%s: the offloaded work runs on the CPU device (its own %d "
+                  "thread(s))",
+                  ops::cuda_compiled() ? " visible" : " (built without CUDA)", f.device_threads);
+  } else {
+    return Status::Error("--device: expected auto, cuda or cpu, found '" + f.device + "'");
+  }
+  HC_ASSIGN_OR_RETURN(std::unique_ptr<ops::Device> dev, ops::open_device(o));
+  return std::shared_ptr<ops::Device>(std::move(dev));
+}
+
+Result<std::shared_ptr<const DeviceModel>> device_from_flags(const DeviceFlags& f,
+                                                             const SparseFlags& sf,
+                                                             const std::string& model_path,
+                                                             const LlamaModel& model,
+                                                             const SparseFfn* sparse, int n_ctx) {
+  if (!f.enabled()) return std::shared_ptr<const DeviceModel>();
+  if (f.n_gpu_layers < 0)
+    return Status::Error("-ngl: expected a non-negative layer count, found " +
+                         std::to_string(f.n_gpu_layers));
+  if (f.vram_budget_gib >= 0 && !std::isfinite(f.vram_budget_gib))
+    return Status::Error("--vram-budget: expected GiB >= 0");
+  if (!f.plan.empty() && !sparse)
+    return Status::Error("--plan places hot neurons of the sparse FFN: add --sparse (or "
+                         "--predictor / --sparsity)");
+  if (f.device_threads < 1 || f.device_threads > 512)
+    return Status::Error("--device-threads: expected 1..512, found " +
+                         std::to_string(f.device_threads));
+  const uint64_t budget = f.vram_budget_gib >= 0 ? gib_to_bytes(f.vram_budget_gib) : 0;
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<ops::Device> dev, open_device_from_flags(f, budget));
+  DevicePlacement p;
+  p.n_gpu_layers = f.n_gpu_layers;
+  if (sparse && (f.vram_budget_gib >= 0 || !f.plan.empty()) && f.n_gpu_layers == 0) {
+    HC_ASSIGN_OR_RETURN(sparse::PlacementPlan plan,
+                        plan_for(f, sf, model_path, model, *sparse, *dev, n_ctx, budget ? budget
+                                                                            : dev->budget_bytes()));
+    for (const sparse::LayerPlacement& lp : plan.layers) {
+      p.attn.push_back(lp.attn_on_device);
+      p.hot.push_back(lp.hot);
+    }
+  } else if (!sparse && f.vram_budget_gib >= 0 && f.n_gpu_layers == 0) {
+    p.n_gpu_layers = dense_layers_that_fit(model, *dev, n_ctx, budget);
+  }
+  const double t0 = now_seconds();
+  HC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dm,
+                      DeviceModel::build(model, sparse, dev, p));
+  HC_LOG_INFO("device: %s, %.2f s; %.1f MiB charged of %s", dm->summary().c_str(),
+              now_seconds() - t0, dev->charged_bytes() / 1048576.0,
+              budget ? (std::to_string(budget >> 20) + " MiB").c_str() : "no budget");
+  return std::shared_ptr<const DeviceModel>(std::move(dm));
+}
+
+Status attach_device(Session& session, const DeviceFlags& f, const SparseFlags& sf,
+                     const std::string& model_path, const std::shared_ptr<const SparseFfn>& sparse) {
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceModel> dm,
+                      device_from_flags(f, sf, model_path, session.model(), sparse.get(),
+                                        session.n_ctx()));
+  if (!dm) return Status::Ok();
+  HC_TRY(session.set_device(std::move(dm)));
+  HC_LOG_INFO("device: KV cache %.1f MiB on the device", session.device_kv_bytes() / 1048576.0);
+  return Status::Ok();
+}
+
+}  // namespace hc

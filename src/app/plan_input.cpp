@@ -1,0 +1,99 @@
+#include "app/plan_input.h"
+
+#include "model/device_model.h"
+#include "model/llama_forward.h"
+#include "ops/cpu/membw.h"
+#include "ops/cpu/sparse.h"
+
+namespace hc {
+
+namespace {
+
+uint64_t bytes_of(const TensorView& t) {
+  return t.empty() ? 0 : static_cast<uint64_t>(row_bytes(t.type, t.ne0)) * t.ne1;
+}
+uint64_t row_of(const TensorView& t) {
+  return t.empty() ? 0 : static_cast<uint64_t>(row_bytes(t.type, t.ne0));
+}
+
+}  // namespace
+
+uint64_t layer_attn_bytes(const LlamaModel& model, int il) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  return bytes_of(L.attn_norm) + bytes_of(L.wq) + bytes_of(L.wk) + bytes_of(L.wv) +
+         bytes_of(L.wo);
+}
+
+uint64_t layer_dense_bytes(const LlamaModel& model, int il) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  return layer_attn_bytes(model, il) + bytes_of(L.ffn_norm) + bytes_of(L.ffn_gate) +
+         bytes_of(L.ffn_up) + bytes_of(L.ffn_down);
+}
+
+uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx) {
+  const LlamaHParams& hp = model.hparams();
+  return 2ull * static_cast<uint64_t>(n_ctx) * hp.n_head_kv * hp.head_dim * sizeof(fp16_t);
+}
+
+Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const LlamaModel& model,
+                                                 int n_ctx, int n_threads, double host_gbps) {
+  sparse::HardwareProfile hw;
+  if (host_gbps > 0) {
+    hw.host_gbps = host_gbps;
+  } else {
+    ThreadPool pool(n_threads);
+    ops::MembwParams mp;
+    mp.array_bytes = int64_t{64} << 20;
+    mp.reps = 5;
+    mp.read_only = true;
+    HC_ASSIGN_OR_RETURN(ops::MembwResult r, ops::measure_membw(mp, pool));
+    hw.host_gbps = r.median_gbs_of(ops::MembwKernel::kRead);
+  }
+  const ops::DeviceProfile dp = dev.profile();
+  hw.dev_gbps = dp.mem_gbps;
+  hw.link_gbps = dp.link_gbps;
+  hw.op_us = dp.op_us;
+  hw.sync_us = dp.sync_us;
+  hw.dev_overhead_bytes = dev.overhead_bytes();
+  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(model.hparams(), kForwardUbatch, true, false,
+                                                    true, false);
+  (void)n_ctx;
+  return hw;
+}
+
+Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats& stats,
+                                         const sparse::HardwareProfile& hw, int n_ctx,
+                                         bool predictor) {
+  const LlamaHParams& hp = model.hparams();
+  HC_TRY(stats.check_matches(hp));
+  sparse::PlanInput in;
+  in.hw = hw;
+  in.n_embd = hp.n_embd;
+  in.device_reads_all_hot = !predictor;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+    sparse::LayerCosts c;
+    c.attn_bytes = layer_attn_bytes(model, il);
+    c.kv_bytes = layer_kv_bytes(model, n_ctx);
+    c.kv_read_bytes = c.kv_bytes / 2;  // a half-full context on average
+    const TensorView& down = L.ffn_down.empty() ? L.ffn_down_t : L.ffn_down;
+    const GgmlType dt = L.ffn_down.empty() ? L.ffn_down_t.type : ops::down_t_type(down.type);
+    const uint64_t down_row = static_cast<uint64_t>(row_bytes(dt, hp.n_embd));
+    c.neuron_bytes = row_of(L.ffn_gate) + row_of(L.ffn_up) + down_row;
+    // Host: a firing cold neuron costs its up and down rows (and its gate row when a predictor
+    // chose it); without a predictor every cold gate row is read for the firing test.
+    c.host_neuron_bytes = row_of(L.ffn_up) + down_row + (predictor ? row_of(L.ffn_gate) : 0);
+    c.host_cold_bytes = predictor ? 0 : row_of(L.ffn_gate);
+    c.predictor_bytes = bytes_of(L.fc1) + bytes_of(L.fc2);
+    // The predictor runs on the host (read per token there): the planner charges it as such.
+    HC_ASSIGN_OR_RETURN(c.fire_prob,
+                        sparse::fire_probabilities(stats.fire_count(il), stats.n_tokens()));
+    in.layers.push_back(std::move(c));
+  }
+  const LlamaWeights& W = model.weights();
+  in.other_s = static_cast<double>(bytes_of(W.output)) / (hw.host_gbps * 1e9);
+  HC_TRY(in.validate());
+  return in;
+}
+
+}  // namespace hc

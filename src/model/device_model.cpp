@@ -1,0 +1,271 @@
+#include "model/device_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace hc {
+
+namespace {
+
+std::string layer_name(int il, const char* what) {
+  return "blk." + std::to_string(il) + "." + what;
+}
+
+}  // namespace
+
+DeviceModel::~DeviceModel() {
+  for (const TensorView& w : owned_) dev_->free_weight(w);
+  if (rope_freqs_) dev_->free(rope_freqs_);
+}
+
+Result<TensorView> DeviceModel::put(const TensorView& host, const char* what,
+                                    const int32_t* rows, int64_t n_rows) {
+  const int64_t n = n_rows < 0 ? host.ne1 : n_rows;
+  const uint64_t before = dev_->charged_bytes();
+  auto w = dev_->upload_weight(host, rows, 0, n, what);
+  if (!w.ok()) return w.status();
+  owned_.push_back(*w);
+  weight_bytes_ += dev_->charged_bytes() - before;  // with any layout the device adds
+  return w;
+}
+
+Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
+                                const std::vector<int32_t>* hot) {
+  const LlamaHParams& hp = model_->hparams();
+  const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
+  DeviceLayer& d = layers_[static_cast<size_t>(il)];
+  if (attn) {
+    d.attn = true;
+    const std::string n_norm = layer_name(il, "attn_norm"), n_q = layer_name(il, "attn_q"),
+                      n_k = layer_name(il, "attn_k"), n_v = layer_name(il, "attn_v"),
+                      n_o = layer_name(il, "attn_output");
+    HC_ASSIGN_OR_RETURN(d.attn_norm, put(L.attn_norm, n_norm.c_str()));
+    HC_ASSIGN_OR_RETURN(d.wq, put(L.wq, n_q.c_str()));
+    HC_ASSIGN_OR_RETURN(d.wk, put(L.wk, n_k.c_str()));
+    HC_ASSIGN_OR_RETURN(d.wv, put(L.wv, n_v.c_str()));
+    HC_ASSIGN_OR_RETURN(d.wo, put(L.wo, n_o.c_str()));
+  }
+  if (dense_ffn) {
+    if (L.ffn_down.empty())
+      return Status::Error("offloading layer " + std::to_string(il) +
+                           ": the dense FFN needs blk.N.ffn_down.weight, which this file lacks "
+                           "(PowerInfer layout): run it with the sparse FFN instead");
+    d.ffn_dense = true;
+    const std::string n_norm = layer_name(il, "ffn_norm"), n_g = layer_name(il, "ffn_gate"),
+                      n_u = layer_name(il, "ffn_up"), n_d = layer_name(il, "ffn_down");
+    HC_ASSIGN_OR_RETURN(d.ffn_norm, put(L.ffn_norm, n_norm.c_str()));
+    HC_ASSIGN_OR_RETURN(d.gate, put(L.ffn_gate, n_g.c_str()));
+    HC_ASSIGN_OR_RETURN(d.up, put(L.ffn_up, n_u.c_str()));
+    HC_ASSIGN_OR_RETURN(d.down, put(L.ffn_down, n_d.c_str()));
+  }
+  d.local.assign(static_cast<size_t>(hp.n_ff), -1);
+  if (hot && !hot->empty() && !dense_ffn) {
+    if (!sparse_)
+      return Status::Error("layer " + std::to_string(il) +
+                           ": hot neurons on the device need the sparse FFN");
+    for (size_t j = 0; j < hot->size(); ++j) {
+      const int32_t i = (*hot)[j];
+      if (i < 0 || i >= hp.n_ff || (j > 0 && i <= (*hot)[j - 1]))
+        return Status::Error("layer " + std::to_string(il) + ": hot neuron list must be "
+                             "ascending, unique and in [0, " + std::to_string(hp.n_ff) +
+                             "); entry " + std::to_string(j) + " is " + std::to_string(i));
+      d.local[static_cast<size_t>(i)] = static_cast<int32_t>(j);
+    }
+    d.hot = *hot;
+    const int64_t n = static_cast<int64_t>(d.hot.size());
+    const std::string n_g = layer_name(il, "ffn_gate (hot rows)"),
+                      n_u = layer_name(il, "ffn_up (hot rows)"),
+                      n_d = layer_name(il, "ffn_down_t (hot rows)");
+    HC_ASSIGN_OR_RETURN(d.hot_gate, put(L.ffn_gate, n_g.c_str(), d.hot.data(), n));
+    HC_ASSIGN_OR_RETURN(d.hot_up, put(L.ffn_up, n_u.c_str(), d.hot.data(), n));
+    HC_ASSIGN_OR_RETURN(d.hot_down_t, put(sparse_->down_t(il), n_d.c_str(), d.hot.data(), n));
+  }
+  for (int32_t i = 0; i < hp.n_ff; ++i)
+    if (d.local[static_cast<size_t>(i)] < 0) d.cold.push_back(i);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
+                                                        const SparseFfn* sparse,
+                                                        std::shared_ptr<ops::Device> dev,
+                                                        const DevicePlacement& p) {
+  if (!dev) return Status::Error("DeviceModel::build: no device");
+  const LlamaHParams& hp = model.hparams();
+  if (p.n_gpu_layers < 0)
+    return Status::Error("--n-gpu-layers must be >= 0, got " + std::to_string(p.n_gpu_layers));
+  if (!p.attn.empty() && static_cast<int>(p.attn.size()) != hp.n_layer)
+    return Status::Error("placement: expected attention flags for " +
+                         std::to_string(hp.n_layer) + " layers, found " +
+                         std::to_string(p.attn.size()));
+  if (!p.hot.empty() && static_cast<int>(p.hot.size()) != hp.n_layer)
+    return Status::Error("placement: expected hot-neuron lists for " +
+                         std::to_string(hp.n_layer) + " layers, found " +
+                         std::to_string(p.hot.size()));
+  std::unique_ptr<DeviceModel> dm(new DeviceModel());
+  dm->dev_ = dev;
+  dm->model_ = &model;
+  dm->sparse_ = sparse;
+  dm->layers_.resize(static_cast<size_t>(hp.n_layer));
+  const int first_full = std::max(0, hp.n_layer - p.n_gpu_layers);
+  std::vector<int32_t> all(static_cast<size_t>(hp.n_ff));
+  for (int32_t i = 0; i < hp.n_ff; ++i) all[static_cast<size_t>(i)] = i;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const bool full = il >= first_full;
+    const bool attn = full || (!p.attn.empty() && p.attn[static_cast<size_t>(il)]);
+    const std::vector<int32_t>* hot = full && sparse ? &all
+                                      : p.hot.empty() ? nullptr : &p.hot[static_cast<size_t>(il)];
+    HC_TRY(dm->place_layer(il, attn, full && !sparse, hot));
+  }
+  const LlamaWeights& W = model.weights();
+  if (p.n_gpu_layers > hp.n_layer) {
+    HC_ASSIGN_OR_RETURN(dm->output_norm_, dm->put(W.output_norm, "output_norm"));
+    HC_ASSIGN_OR_RETURN(dm->output_, dm->put(W.output, "output"));
+  }
+  const bool any_attn = dm->n_attn_layers() > 0 || dm->output_on_device();
+  if (any_attn && !W.rope_freqs.empty()) {
+    const uint64_t bytes = static_cast<uint64_t>(W.rope_freqs.ne0) * sizeof(float);
+    HC_ASSIGN_OR_RETURN(void* mem, dev->alloc(bytes, "rope_freqs"));
+    dm->rope_freqs_ = static_cast<float*>(mem);
+    dm->weight_bytes_ += bytes;
+    HC_TRY(dev->upload(mem, W.rope_freqs.data, bytes));
+  }
+  return dm;
+}
+
+int DeviceModel::n_attn_layers() const {
+  int n = 0;
+  for (const DeviceLayer& d : layers_) n += d.attn;
+  return n;
+}
+
+int64_t DeviceModel::n_hot_neurons() const {
+  int64_t n = 0;
+  for (const DeviceLayer& d : layers_) n += d.ffn_dense ? static_cast<int64_t>(d.local.size())
+                                                        : static_cast<int64_t>(d.hot.size());
+  return n;
+}
+
+std::string DeviceModel::summary() const {
+  int dense = 0;
+  for (const DeviceLayer& d : layers_) dense += d.ffn_dense;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s: %d/%zu layers' attention, %d dense FFNs, %lld FFN neurons%s, %.1f MiB of "
+                "weights",
+                dev_->name().c_str(), n_attn_layers(), layers_.size(), dense,
+                static_cast<long long>(n_hot_neurons()), output_on_device() ? ", output" : "",
+                static_cast<double>(weight_bytes_) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// ---- DeviceSession ----------------------------------------------------------------------------
+
+DeviceSession::~DeviceSession() {
+  ops::Device& dev = dm_->device();
+  (void)dev.sync();  // nothing queued may still use these buffers
+  for (void* p : dev_blocks_) dev.free(p);
+  for (void* p : host_blocks_) dev.free_host(p);
+}
+
+Result<void*> DeviceSession::dev_alloc(uint64_t bytes, const char* what) {
+  auto p = dm_->device().alloc(bytes, what);
+  if (p.ok()) dev_blocks_.push_back(*p);
+  return p;
+}
+
+Result<void*> DeviceSession::host_alloc(uint64_t bytes) {
+  auto p = dm_->device().alloc_host(bytes);
+  if (p.ok()) host_blocks_.push_back(*p);
+  return p;
+}
+
+uint64_t DeviceSession::scratch_bytes(const LlamaHParams& hp, int64_t max_tokens, bool attn,
+                                     bool dense, bool hot, bool output) {
+  auto r = [](uint64_t b) { return (b + 255) / 256 * 256; };  // allocation granularity
+  const uint64_t T = static_cast<uint64_t>(max_tokens), f = sizeof(float);
+  const uint64_t kv_dim = static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim;
+  const uint64_t embd = r(T * hp.n_embd * f), qd = r(T * hp.n_head * hp.head_dim * f),
+                 kvd = r(T * kv_dim * f), ff = r(T * hp.n_ff * f);
+  uint64_t b = 3 * embd;
+  if (attn) b += 2 * qd + 2 * kvd;
+  if (dense) b += 2 * ff;
+  if (hot) b += r(static_cast<uint64_t>(hp.n_ff) * 4) + r(T * hp.n_ff);
+  if (output) b += r(T * hp.n_vocab * f);
+  return b;
+}
+
+Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& dm, int n_ctx,
+                                                             int64_t max_tokens) {
+  const LlamaHParams& hp = dm.model().hparams();
+  if (n_ctx <= 0 || max_tokens <= 0)
+    return Status::Error("device session: context and batch must be positive");
+  std::unique_ptr<DeviceSession> s(new DeviceSession());
+  s->dm_ = &dm;
+  s->n_ctx_ = n_ctx;
+  s->max_tokens_ = max_tokens;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  const uint64_t kv_layer = static_cast<uint64_t>(n_ctx) * kv_dim * sizeof(fp16_t);
+  s->k_.assign(static_cast<size_t>(hp.n_layer), nullptr);
+  s->v_.assign(static_cast<size_t>(hp.n_layer), nullptr);
+  for (int il = 0; il < hp.n_layer; ++il) {
+    if (!dm.layer(il).attn) continue;
+    const std::string kn = "KV cache (K) of layer " + std::to_string(il);
+    const std::string vn = "KV cache (V) of layer " + std::to_string(il);
+    HC_ASSIGN_OR_RETURN(void* k, s->dev_alloc(kv_layer, kn.c_str()));
+    HC_ASSIGN_OR_RETURN(void* v, s->dev_alloc(kv_layer, vn.c_str()));
+    s->k_[static_cast<size_t>(il)] = static_cast<fp16_t*>(k);
+    s->v_[static_cast<size_t>(il)] = static_cast<fp16_t*>(v);
+    s->kv_bytes_ += 2 * kv_layer;
+  }
+  const uint64_t T = static_cast<uint64_t>(max_tokens);
+  const uint64_t f = sizeof(float);
+  const uint64_t embd = T * hp.n_embd * f, qd = T * hp.n_head * hp.head_dim * f,
+                 kvd = T * kv_dim * f, ff = T * hp.n_ff * f;
+  const bool any_attn = dm.n_attn_layers() > 0;
+  bool any_dense = false, any_hot = false;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    any_dense |= dm.layer(il).ffn_dense;
+    any_hot |= dm.layer(il).hybrid();
+  }
+  auto fbuf = [&](float** dst, uint64_t bytes, const char* what) -> Status {
+    HC_ASSIGN_OR_RETURN(void* p, s->dev_alloc(bytes, what));
+    *dst = static_cast<float*>(p);
+    return Status::Ok();
+  };
+  HC_TRY(fbuf(&s->x, embd, "activations (x)"));
+  HC_TRY(fbuf(&s->xb, embd, "activations (xb)"));
+  HC_TRY(fbuf(&s->proj, embd, "activations (proj)"));
+  if (any_attn) {
+    HC_TRY(fbuf(&s->q, qd, "activations (q)"));
+    HC_TRY(fbuf(&s->k, kvd, "activations (k)"));
+    HC_TRY(fbuf(&s->v, kvd, "activations (v)"));
+    HC_TRY(fbuf(&s->att, qd, "activations (attention)"));
+  }
+  if (any_dense) {
+    HC_TRY(fbuf(&s->gate, ff, "activations (gate)"));
+    HC_TRY(fbuf(&s->up, ff, "activations (up)"));
+  }
+  if (any_hot) {
+    HC_ASSIGN_OR_RETURN(void* idx, s->dev_alloc(static_cast<uint64_t>(hp.n_ff) * 4, "hot index"));
+    HC_ASSIGN_OR_RETURN(void* fire, s->dev_alloc(T * hp.n_ff, "hot firing mask"));
+    s->idx = static_cast<int32_t*>(idx);
+    s->fire = static_cast<uint8_t*>(fire);
+    HC_ASSIGN_OR_RETURN(void* hidx, s->host_alloc(static_cast<uint64_t>(hp.n_ff) * 4));
+    HC_ASSIGN_OR_RETURN(void* hfire, s->host_alloc(T * hp.n_ff));
+    s->h_idx = static_cast<int32_t*>(hidx);
+    s->h_fire = static_cast<uint8_t*>(hfire);
+  }
+  if (dm.output_on_device()) {
+    HC_TRY(fbuf(&s->logits, T * hp.n_vocab * f, "logits"));
+    HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * f));
+    s->h_logits = static_cast<float*>(hl);
+  }
+  HC_ASSIGN_OR_RETURN(void* hx, s->host_alloc(embd));
+  HC_ASSIGN_OR_RETURN(void* ho, s->host_alloc(embd));
+  s->h_x = static_cast<float*>(hx);
+  s->h_out = static_cast<float*>(ho);
+  return s;
+}
+
+}  // namespace hc

@@ -1,0 +1,139 @@
+// A model's weights placed on a second device (ops/device.h: a CUDA GPU or the CPU device),
+// and the per-session state that goes with them: the executor's half of hybrid inference.
+//
+// Placement, per layer il:
+//   attn[il]      attention runs on the device: attn_norm, wq, wk, wv, wo there, and the
+//                 layer's KV cache lives in device memory (DeviceSession).
+//   ffn_dense     (-ngl) the whole dense FFN (ffn_norm, gate, up, down) is there too.
+//   hot[il]       (sparse FFN) the neurons the device holds, ascending: compact gate, up and
+//                 down_t matrices of those rows (row j = neuron hot[il][j]); the host computes
+//                 the others (cold[il]) from its own weights, concurrently, and the two partial
+//                 outputs are added (llama_forward's hybrid FFN).
+//   output        the final norm and output matrix (llama.cpp's -ngl > n_layer).
+// -ngl N follows llama.cpp: the last N layers are offloaded, all of them and the output layer
+// when N > n_layer. With a sparse FFN an offloaded layer holds all its neurons (hot = all).
+//
+// Every weight is charged to the device's budget; build() fails, naming the tensor and the
+// budget, when the placement does not fit.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor_view.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+#include "ops/device.h"
+
+namespace hc {
+
+struct DevicePlacement {
+  int n_gpu_layers = 0;  // -ngl: the last n layers wholly on the device (and the output, > n_layer)
+  // Per layer (empty = none): attention on the device; neurons on the device (ascending, unique).
+  std::vector<uint8_t> attn;
+  std::vector<std::vector<int32_t>> hot;
+};
+
+struct DeviceLayer {
+  bool attn = false;
+  bool ffn_dense = false;
+  TensorView attn_norm, wq, wk, wv, wo;  // device copies (attn)
+  TensorView ffn_norm, gate, up, down;   // device copies (ffn_dense)
+  std::vector<int32_t> hot;              // neurons on the device, ascending
+  std::vector<int32_t> cold;             // the others, ascending (the host's candidates)
+  std::vector<int32_t> local;            // [n_ff]: position of neuron i in hot, or -1
+  TensorView hot_gate, hot_up, hot_down_t;  // [|hot| rows, n_embd] compact (sparse FFN)
+  bool hybrid() const { return !hot.empty() && !ffn_dense; }
+};
+
+class DeviceModel {
+ public:
+  // sparse: the model's sparse FFN (hot neurons need its transposed down matrices), or null;
+  // it must outlive the DeviceModel, as must `model`. The DeviceModel shares ownership of dev.
+  static Result<std::unique_ptr<DeviceModel>> build(const LlamaModel& model,
+                                                    const SparseFfn* sparse,
+                                                    std::shared_ptr<ops::Device> dev,
+                                                    const DevicePlacement& placement);
+  ~DeviceModel();
+  DeviceModel(const DeviceModel&) = delete;
+  DeviceModel& operator=(const DeviceModel&) = delete;
+
+  ops::Device& device() const { return *dev_; }
+  const LlamaModel& model() const { return *model_; }
+  const DeviceLayer& layer(int il) const { return layers_[static_cast<size_t>(il)]; }
+  bool output_on_device() const { return !output_.empty(); }
+  const TensorView& output_norm() const { return output_norm_; }
+  const TensorView& output() const { return output_; }
+  const float* rope_freqs() const { return rope_freqs_; }  // device copy or null
+  // Bytes of weights placed (charged to the device).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  int n_attn_layers() const;
+  int64_t n_hot_neurons() const;
+  // One line for logs: what is where.
+  std::string summary() const;
+
+ private:
+  DeviceModel() = default;
+  Status place_layer(int il, bool attn, bool dense_ffn, const std::vector<int32_t>* hot);
+  Result<TensorView> put(const TensorView& host, const char* what, const int32_t* rows = nullptr,
+                         int64_t n_rows = -1);
+
+  std::shared_ptr<ops::Device> dev_;  // owned with the model's device weights
+
+  const LlamaModel* model_ = nullptr;
+  const SparseFfn* sparse_ = nullptr;
+  std::vector<DeviceLayer> layers_;
+  TensorView output_norm_, output_;
+  float* rope_freqs_ = nullptr;
+  std::vector<TensorView> owned_;
+  uint64_t weight_bytes_ = 0;
+};
+
+// One session's device state: the KV cache of the device's attention layers and the
+// activation buffers of one micro-batch, on the device, plus pinned host staging buffers.
+// All charged to the device's budget.
+class DeviceSession {
+ public:
+  static Result<std::unique_ptr<DeviceSession>> create(const DeviceModel& dm, int n_ctx,
+                                                       int64_t max_tokens);
+  // Device bytes create() allocates besides the KV cache, for a model with some attention
+  // layers / dense FFNs / hot neurons / the output layer on the device (planning, -ngl fit).
+  static uint64_t scratch_bytes(const LlamaHParams& hp, int64_t max_tokens, bool attn,
+                                bool dense, bool hot, bool output);
+  ~DeviceSession();
+  DeviceSession(const DeviceSession&) = delete;
+  DeviceSession& operator=(const DeviceSession&) = delete;
+
+  const DeviceModel& dm() const { return *dm_; }
+  int n_ctx() const { return n_ctx_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  fp16_t* k_cache(int il) const { return k_[static_cast<size_t>(il)]; }  // [n_ctx, kv_dim]
+  fp16_t* v_cache(int il) const { return v_[static_cast<size_t>(il)]; }  // [kv_dim, n_ctx]
+  uint64_t kv_bytes() const { return kv_bytes_; }
+
+  // Device buffers for max_tokens rows (shapes as ForwardScratch's).
+  float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
+        *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
+  int32_t* idx = nullptr;  // [n_ff] hot local indices (predictor mode)
+  uint8_t* fire = nullptr;  // [max_tokens, n_ff]
+  // Pinned host staging.
+  float *h_x = nullptr, *h_out = nullptr, *h_logits = nullptr;
+  int32_t* h_idx = nullptr;
+  uint8_t* h_fire = nullptr;
+
+ private:
+  DeviceSession() = default;
+  Result<void*> dev_alloc(uint64_t bytes, const char* what);
+  Result<void*> host_alloc(uint64_t bytes);
+
+  const DeviceModel* dm_ = nullptr;
+  int n_ctx_ = 0;
+  int64_t max_tokens_ = 0;
+  std::vector<fp16_t*> k_, v_;
+  uint64_t kv_bytes_ = 0;
+  std::vector<void*> dev_blocks_, host_blocks_;
+};
+
+}  // namespace hc

@@ -1,0 +1,146 @@
+#include "model/hybrid_forward.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "model/llama_forward.h"
+#include "ops/cpu/ops.h"
+
+namespace hc {
+
+void DeviceResidual::to_device(const float* x_host, int64_t n) {
+  if (on_device) return;
+  std::memcpy(ds->h_x, x_host, static_cast<size_t>(n) * sizeof(float));
+  ds->dm().device().copy_to_device(ds->x, ds->h_x, static_cast<uint64_t>(n) * sizeof(float));
+  on_device = true;
+}
+
+Status DeviceResidual::to_host(float* x_host, int64_t n) {
+  if (!on_device) return Status::Ok();
+  ops::Device& dev = ds->dm().device();
+  dev.copy_to_host(ds->h_x, ds->x, static_cast<uint64_t>(n) * sizeof(float));
+  HC_TRY(dev.sync());
+  std::memcpy(x_host, ds->h_x, static_cast<size_t>(n) * sizeof(float));
+  on_device = false;
+  return Status::Ok();
+}
+
+void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                      int pos0) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.dm().device();
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.attn_norm.data), n_tok, hp.n_embd,
+              hp.rms_eps);
+  dev.matmul(d.wq, ds.xb, n_tok, ds.q);
+  dev.matmul(d.wk, ds.xb, n_tok, ds.k);
+  dev.matmul(d.wv, ds.xb, n_tok, ds.v);
+  const float ts = model.rope_theta_scale();
+  dev.rope(ds.q, n_tok, hp.n_head, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
+           ds.dm().rope_freqs());
+  dev.rope(ds.k, n_tok, hp.n_head_kv, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
+           ds.dm().rope_freqs());
+  dev.kv_store(ds.k, ds.v, n_tok, pos0, kv_dim, ds.n_ctx(), ds.k_cache(il), ds.v_cache(il));
+  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, ds.n_ctx()};
+  dev.attention(ds.q, ds.k_cache(il), ds.v_cache(il), pos0, n_tok, shape,
+                1.0f / std::sqrt(static_cast<float>(hp.head_dim)), ds.att);
+  dev.matmul(d.wo, ds.att, n_tok, ds.proj);
+  dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
+}
+
+void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.dm().device();
+  dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.ffn_norm.data), n_tok, hp.n_embd,
+              hp.rms_eps);
+  dev.matmul(d.gate, ds.xb, n_tok, ds.gate);
+  dev.matmul(d.up, ds.xb, n_tok, ds.up);
+  dev.glu(ds.gate, ds.up, n_tok, hp.n_ff,
+          hp.ffn_act == FfnActivation::kRelu ? ops::GluKind::kRelu : ops::GluKind::kSilu);
+  dev.matmul(d.down, ds.gate, n_tok, ds.proj);
+  dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
+}
+
+namespace {
+
+// Predictor mode: the device's share of the predicted set, as its local indices (ascending)
+// and each token's mask over them, staged in pinned memory. Returns the number of indices.
+int64_t stage_hot_firing(const DeviceLayer& d, SparseScratch& sc, int64_t n_tok,
+                         int64_t n_ff, DeviceSession& ds) {
+  int64_t n_idx = 0;
+  for (size_t j = 0; j < d.hot.size(); ++j) {
+    const int32_t i = d.hot[j];
+    uint8_t any = 0;
+    for (int64_t t = 0; t < n_tok; ++t) any |= sc.fire[t * n_ff + i];
+    if (any) ds.h_idx[n_idx++] = static_cast<int32_t>(j);
+  }
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t j = 0; j < n_idx; ++j) {
+      const uint8_t f = sc.fire[t * n_ff + d.hot[static_cast<size_t>(ds.h_idx[j])]];
+      ds.h_fire[t * n_idx + j] = f;
+      sc.stats.fired += f;
+    }
+  return n_idx;
+}
+
+}  // namespace
+
+Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.dm().device();
+  SparseScratch& sc = s.sparse_scratch;
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
+  const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
+  const ops::GluKind kind =
+      hp.ffn_act == FfnActivation::kRelu ? ops::GluKind::kRelu : ops::GluKind::kSilu;
+  // Device half first, so it runs while the host computes its half.
+  std::memcpy(ds.h_x, s.xb.data(), xbytes);
+  dev.copy_to_device(ds.xb, ds.h_x, xbytes);
+  if (sparse.use_predictor()) {
+    predict_firing(model, sparse, il, s.in, sc, pool);
+    const int64_t n_idx = stage_hot_firing(d, sc, n_tok, n_ff, ds);
+    if (n_idx > 0) {
+      dev.copy_to_device(ds.idx, ds.h_idx, static_cast<uint64_t>(n_idx) * sizeof(int32_t));
+      dev.copy_to_device(ds.fire, ds.h_fire, static_cast<uint64_t>(n_tok * n_idx));
+    }
+    dev.ffn_rows(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok, ds.idx, n_idx, ds.fire, kind,
+                 ds.proj);
+    sc.stats.device_computed += static_cast<uint64_t>(n_tok * n_idx);
+  } else {
+    dev.ffn_threshold(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok, sparse.threshold(il),
+                      kind, ds.proj);
+    sc.stats.device_computed += static_cast<uint64_t>(n_tok) * d.hot.size();
+  }
+  dev.copy_to_host(ds.h_out, ds.proj, xbytes);
+  // Host half: the cold neurons.
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  sparse_ffn_subset(model, sparse, il, s.in, d.cold.data(), static_cast<int64_t>(d.cold.size()),
+                    s.proj.data(), sc, pool);
+  HC_TRY(dev.sync());
+  // x += cold + hot (one fixed order, so results do not depend on which half finished first).
+  for (int64_t i = 0; i < n_tok * n_embd; ++i) s.proj[i] += ds.h_out[i];
+  ops::add_inplace(s.x.data(), s.proj.data(), n_tok * n_embd);
+  return Status::Ok();
+}
+
+Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
+                     float* out) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceModel& dm = ds.dm();
+  ops::Device& dev = dm.device();
+  const int64_t n_out = n_tok - first;
+  dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
+              n_out, hp.n_embd, hp.rms_eps);
+  dev.matmul(dm.output(), ds.xb, n_out, ds.logits);
+  const uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
+  dev.copy_to_host(ds.h_logits, ds.logits, bytes);
+  HC_TRY(dev.sync());
+  std::memcpy(out, ds.h_logits, bytes);
+  return Status::Ok();
+}
+
+}  // namespace hc

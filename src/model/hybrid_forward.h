@@ -1,0 +1,43 @@
+// The forward pass's device half (internal to model/: llama_forward calls these for layers a
+// DeviceModel places on a second device). One sequence at a time; the residual stream x is on
+// the host or on the device, moved only when the next step needs it elsewhere, so consecutive
+// offloaded layers keep it on the device and only n_embd-sized vectors cross the link.
+#pragma once
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/device_model.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+#include "ops/cpu/matmul.h"
+
+namespace hc {
+
+struct ForwardScratch;
+
+// Where one micro-batch's residual stream is.
+struct DeviceResidual {
+  DeviceSession* ds = nullptr;
+  bool on_device = false;
+  // Makes the device copy current (queues the copy).
+  void to_device(const float* x_host, int64_t n);
+  // Makes the host copy current (waits for the device).
+  Status to_host(float* x_host, int64_t n);
+};
+
+// Layer il's attention block on the device for n_tok rows at positions pos0.. (x on device).
+void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                      int pos0);
+// Layer il's dense FFN block on the device (x on device).
+void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok);
+// Layer il's hybrid FFN (x on host): the device's hot neurons and the host's cold neurons on the
+// same tokens at once, their partial outputs added into x. s.xb / s.in hold the normed input.
+Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok);
+// Final norm and output matrix on the device for rows [first, n_tok) (x on device): logits
+// [n_tok - first, n_vocab] copied to out.
+Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
+                     float* out);
+
+}  // namespace hc

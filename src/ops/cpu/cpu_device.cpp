@@ -1,0 +1,421 @@
+#include "ops/cpu/cpu_device.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/matmul.h"
+#include "ops/cpu/membw.h"
+#include "ops/cpu/ops.h"
+#include "ops/cpu/repack.h"
+#include "ops/cpu/sparse.h"
+#include "quant/quant.h"
+
+namespace hc::ops {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string mib(uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+  return buf;
+}
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(const DeviceOptions& opt)
+      : opt_(opt), pool_(std::max(1, opt.n_threads)), worker_([this] { work(); }) {}
+
+  ~CpuDevice() override {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    for (auto& [p, n] : blocks_) std::free(p);
+  }
+
+  Status init() {
+    profile_.link_gbps = opt_.link_gbps;
+    profile_.mem_gbps = opt_.mem_gbps > 0 ? opt_.mem_gbps : measure_mem_gbps();
+    if (opt_.emulate_gbps > 0) profile_.mem_gbps = std::min(profile_.mem_gbps, opt_.emulate_gbps);
+    // Queue round trips, measured: the planner's per-operation and per-sync costs.
+    const int n = 50;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      enqueue([] {});
+      HC_TRY(sync());
+    }
+    profile_.sync_us = seconds_since(t0) * 1e6 / n;
+    profile_.op_us = profile_.sync_us / 2;
+    return Status::Ok();
+  }
+
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  std::string name() const override {
+    return "cpu device (" + std::to_string(pool_.size()) + " thread" +
+           (pool_.size() == 1 ? "" : "s") + ")";
+  }
+  DeviceProfile profile() const override { return profile_; }
+
+  uint64_t budget_bytes() const override {
+    return opt_.budget_bytes ? opt_.budget_bytes : UINT64_MAX;
+  }
+  uint64_t charged_bytes() const override {
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    return charged_;
+  }
+  uint64_t overhead_bytes() const override { return 0; }
+  uint64_t measured_bytes() const override { return charged_bytes(); }
+
+  Result<void*> alloc(uint64_t bytes, const char* what) override {
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    const uint64_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
+    if (rounded > budget_bytes() - charged_)
+      return Status::Error(std::string("cpu device: cannot allocate ") + mib(rounded) + " for " +
+                           what + ": " + mib(charged_) + " of the " + mib(budget_bytes()) +
+                           " budget already in use");
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p)
+      return Status::Error(std::string("cpu device: out of host memory allocating ") +
+                           mib(rounded) + " for " + what);
+    blocks_[p] = rounded;
+    charged_ += rounded;
+    return p;
+  }
+  void free(void* p) override {
+    if (!p) return;
+    std::lock_guard<std::mutex> lk(mem_mu_);
+    auto it = blocks_.find(p);
+    HC_CHECK(it != blocks_.end());
+    charged_ -= it->second;
+    std::free(p);
+    blocks_.erase(it);
+  }
+  Result<void*> alloc_host(uint64_t bytes) override {
+    void* p = std::aligned_alloc(64, (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64);
+    if (!p) return Status::Error("cpu device: out of host memory for a staging buffer");
+    return p;
+  }
+  void free_host(void* p) override { std::free(p); }
+  Status upload(void* dst, const void* host_src, uint64_t bytes) override {
+    std::memcpy(dst, host_src, bytes);
+    return Status::Ok();
+  }
+  Status download(void* host_dst, const void* src, uint64_t bytes) override {
+    HC_TRY(sync());
+    std::memcpy(host_dst, src, bytes);
+    return Status::Ok();
+  }
+
+  Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows, int64_t row0,
+                                   int64_t n_rows, const char* what) override {
+    auto w = Device::upload_weight(host, rows, row0, n_rows, what);
+    if (!w.ok() || !host.packed || !repack_available(host.type) || n_rows < kRepackRows) return w;
+    // The host's decode layout, so dense matmuls on this device round as the host's do.
+    const uint64_t bytes = static_cast<uint64_t>(repack_bytes(host.type, host.ne0, n_rows));
+    auto mem = alloc(bytes, what);
+    if (!mem.ok()) {
+      free_weight(*w);
+      return mem.status();
+    }
+    repack_groups(*w, 0, (n_rows + kRepackRows - 1) / kRepackRows, static_cast<uint8_t*>(*mem));
+    w->packed = *mem;
+    return w;
+  }
+  void free_weight(const TensorView& w) override {
+    if (w.packed) free(const_cast<void*>(w.packed));
+    Device::free_weight(w);
+  }
+
+  void copy_to_device(void* dst, const void* host_src, uint64_t bytes) override {
+    enqueue([=, this] {
+      std::memcpy(dst, host_src, bytes);
+      pace_link(bytes);
+    });
+  }
+  void copy_to_host(void* host_dst, const void* src, uint64_t bytes) override {
+    enqueue([=, this] {
+      std::memcpy(host_dst, src, bytes);
+      pace_link(bytes);
+    });
+  }
+  void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
+               float eps) override {
+    enqueue([=] {
+      for (int64_t t = 0; t < n_tok; ++t) ops::rmsnorm(out + t * n, x + t * n, w, n, eps);
+    });
+  }
+  void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      ops::matmul(w, x, n_tok, y, pool_, in_);
+      pace(bytes_of(w), t0);
+    });
+  }
+  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+            float theta_scale, float freq_scale, const float* freq_factors) override {
+    enqueue([=, this] {
+      cs_.resize(static_cast<size_t>(n_rot));
+      for (int64_t t = 0; t < n_tok; ++t) {
+        ops::rope_cache(cs_.data(), n_rot, theta_scale, freq_scale, freq_factors, pos0 + t);
+        for (int h = 0; h < n_head; ++h)
+          ops::rope_apply(x + t * int64_t{n_head} * head_dim + int64_t{h} * head_dim, n_rot,
+                          cs_.data());
+      }
+    });
+  }
+  void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+                int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) override {
+    enqueue([=, this] {
+      v16_.resize(static_cast<size_t>(kv_dim));
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const int64_t pos = pos0 + t;
+        quant::quantize_row(GgmlType::F16, k + t * kv_dim, k_cache + pos * kv_dim, kv_dim);
+        quant::quantize_row(GgmlType::F16, v + t * kv_dim, v16_.data(), kv_dim);
+        for (int64_t d = 0; d < kv_dim; ++d) v_cache_t[d * n_ctx + pos] = v16_[d];
+      }
+    });
+  }
+  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
+                 int64_t n_tok, const AttentionShape& shape, float scale, float* out) override {
+    enqueue([=, this] { attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out); });
+  }
+  void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override {
+    enqueue([=] {
+      for (int64_t t = 0; t < n_tok; ++t) glu_row(gate + t * n, up + t * n, n, kind);
+    });
+  }
+  void add(float* y, const float* x, int64_t n) override {
+    enqueue([=] { ops::add_inplace(y, x, n); });
+  }
+  void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                     const float* x, int64_t n_tok, float threshold, GluKind kind,
+                     float* out) override {
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      ffn_threshold_now(gate, up, down_t, x, n_tok, threshold, kind, out);
+      pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
+    });
+  }
+  void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
+                const uint8_t* fire, GluKind kind, float* out) override {
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      rows_now(gate, up, down_t, x, n_tok, idx, n_idx, fire, kind, out);
+      pace(n_idx * (row_bytes(gate.type, gate.ne0) + row_bytes(up.type, up.ne0) +
+                    row_bytes(down_t.type, down_t.ne0)),
+           t0);
+    });
+  }
+
+  Status sync() override {
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [this] { return queue_.empty() && !busy_; });
+    return Status::Ok();
+  }
+
+ private:
+  static double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  static uint64_t bytes_of(const TensorView& w) {
+    return static_cast<uint64_t>(w.nb1) * static_cast<uint64_t>(w.ne1);
+  }
+
+  double measure_mem_gbps() {
+    const int64_t n = int64_t{32} << 20;  // 128 MiB of floats: well past the LLC
+    std::vector<float> a(static_cast<size_t>(n), 1.0f);
+    double best = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      volatile double s = membw_read(a.data(), n, pool_);
+      (void)s;
+      best = std::max(best, static_cast<double>(n) * 4 / seconds_since(t0) / 1e9);
+    }
+    return best;
+  }
+
+  // Holds a weight-streaming operation to bytes / emulate_gbps (the bandwidth model).
+  void pace(uint64_t bytes, Clock::time_point t0) const {
+    if (opt_.emulate_gbps <= 0) return;
+    const double want = static_cast<double>(bytes) / (opt_.emulate_gbps * 1e9);
+    const double left = want - seconds_since(t0);
+    if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
+  }
+  void pace_link(uint64_t bytes) const {
+    if (opt_.emulate_gbps <= 0 || opt_.link_gbps <= 0) return;
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(static_cast<double>(bytes) / (opt_.link_gbps * 1e9)));
+  }
+
+  static void glu_row(float* g, const float* u, int64_t n, GluKind kind) {
+    if (kind == GluKind::kRelu) ops::reglu(g, u, n);
+    else ops::swiglu(g, u, n);
+  }
+  static float act_of(float g, GluKind kind) {
+    return kind == GluKind::kRelu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
+  }
+
+  // The host's attention for the same batch: blocked GEMMs for a prompt batch, ggml's
+  // per-token kernels otherwise (llama_forward's choice).
+  void attend(const float* q, const fp16_t* k, const fp16_t* v_t, int pos0, int64_t n_tok,
+              const AttentionShape& shape, float scale, float* out) {
+    const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
+    if (n_tok >= kGemmMinTokens && attention_batch_available()) {
+      attention_batch(q, k, v_t, pos0, n_tok, shape, scale, out, pool_, att_blk_);
+      return;
+    }
+    const int64_t kv_pad = attention_kv_pad(pos0 + n_tok);
+    const AttentionKernels kernels = attention_kernels(n_tok, shape.head_dim, kv_pad);
+    att_tmp_.resize(static_cast<size_t>(pool_.size()) * 2 * kv_pad);
+    const int64_t n_items = n_tok * shape.n_head;
+    pool_.run([&](int ith, int nth) {
+      int64_t b, e;
+      ThreadPool::split(n_items, ith, nth, &b, &e);
+      float* tmp = att_tmp_.data() + static_cast<int64_t>(ith) * 2 * kv_pad;
+      for (int64_t it = b; it < e; ++it) {
+        const int64_t t = it / shape.n_head;
+        const int h = static_cast<int>(it % shape.n_head);
+        attention_one(q + t * q_dim, k, v_t, pos0 + t + 1, kv_pad, shape, scale, kernels, h,
+                      h + 1, out + t * q_dim, tmp);
+      }
+    });
+  }
+
+  // Every held neuron's gate, the firing test, then up and down over the fired union (each
+  // token's h zero where it did not fire): the host's sparse FFN on this subset.
+  void ffn_threshold_now(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                         const float* x, int64_t n_tok, float threshold, GluKind kind,
+                         float* out) {
+    const int64_t n_sub = gate.ne1;
+    g_.resize(static_cast<size_t>(n_tok * n_sub));
+    in_.reset(x, n_tok, gate.ne0);
+    ops::matmul(gate, in_, g_.data(), pool_);
+    idx_.clear();
+    fire_.assign(static_cast<size_t>(n_tok * n_sub), 0);
+    mark_.assign(static_cast<size_t>(n_sub), 0);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_sub; ++j) {
+        const uint8_t f = std::fabs(act_of(g_[t * n_sub + j], kind)) > threshold;
+        fire_[t * n_sub + j] = f;
+        mark_[j] |= f;
+      }
+    for (int64_t j = 0; j < n_sub; ++j)
+      if (mark_[j]) idx_.push_back(static_cast<int32_t>(j));
+    const int64_t n_idx = static_cast<int64_t>(idx_.size());
+    gs_.resize(static_cast<size_t>(n_tok * n_idx));
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_idx; ++j) gs_[t * n_idx + j] = g_[t * n_sub + idx_[j]];
+    finish_rows(up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
+      return fire_[t * n_sub + idx_[j]] != 0;
+    }, out);
+  }
+
+  void rows_now(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
+                const uint8_t* fire, GluKind kind, float* out) {
+    in_.reset(x, n_tok, gate.ne0);
+    idx_.assign(idx, idx + n_idx);
+    gs_.resize(static_cast<size_t>(n_tok * n_idx));
+    if (n_idx > 0) sparse_rows(gate, in_, idx_.data(), n_idx, gs_.data(), pool_);
+    finish_rows(up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
+      return fire[t * n_idx + j] != 0;
+    }, out);
+  }
+
+  // gs_ holds gate over idx_: up over idx_, h = act(g) * u (zero where !fired(t, j)), down.
+  template <class Fired>
+  void finish_rows(const TensorView& up, const TensorView& down_t, int64_t n_tok, int64_t n_idx,
+                   GluKind kind, Fired fired, float* out) {
+    if (n_idx == 0) {
+      std::fill(out, out + n_tok * down_t.ne0, 0.0f);
+      return;
+    }
+    us_.resize(static_cast<size_t>(n_tok * n_idx));
+    sparse_rows(up, in_, idx_.data(), n_idx, us_.data(), pool_);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* h = gs_.data() + t * n_idx;
+      glu_row(h, us_.data() + t * n_idx, n_idx, kind);
+      for (int64_t j = 0; j < n_idx; ++j)
+        if (!fired(t, j)) h[j] = 0.0f;
+    }
+    sparse_down(down_t, idx_.data(), n_idx, gs_.data(), n_tok, out, pool_);
+  }
+
+  void enqueue(std::function<void()> op) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      queue_.push_back(std::move(op));
+    }
+    cv_.notify_one();
+  }
+
+  void work() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ with nothing left
+      std::function<void()> op = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lk.unlock();
+      op();
+      lk.lock();
+      busy_ = false;
+      if (queue_.empty()) done_cv_.notify_all();
+    }
+  }
+
+  DeviceOptions opt_;
+  DeviceProfile profile_;
+  ThreadPool pool_;  // the device's own threads; the worker thread is its thread 0
+  // Memory.
+  mutable std::mutex mem_mu_;
+  std::unordered_map<void*, uint64_t> blocks_;
+  uint64_t charged_ = 0;
+  // Scratch of the queued operations (touched only by the worker thread).
+  MatmulInput in_;
+  std::vector<float> cs_, att_blk_, att_tmp_, g_, gs_, us_;
+  std::vector<fp16_t> v16_;
+  std::vector<int32_t> idx_;
+  std::vector<uint8_t> fire_, mark_;
+  // Queue.
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::function<void()>> queue_;
+  bool busy_ = false, stop_ = false;
+  std::thread worker_;  // last: starts after everything above is built
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> open_cpu_device(const DeviceOptions& opt) {
+  if (opt.n_threads < 1 || opt.n_threads > 512)
+    return Status::Error("cpu device: threads must be in [1, 512], got " +
+                         std::to_string(opt.n_threads));
+  if (!(opt.link_gbps >= 0) || !(opt.mem_gbps >= 0) || !(opt.emulate_gbps >= 0))
+    return Status::Error("cpu device: bandwidths must be >= 0 GB/s");
+  auto dev = std::make_unique<CpuDevice>(opt);
+  HC_TRY(dev->init());
+  return std::unique_ptr<Device>(std::move(dev));
+}
+
+}  // namespace hc::ops

@@ -1,0 +1,103 @@
+// Host-side launchers of the CUDA kernels (ops/cuda/*.cu), used by CudaDevice. Each queues its
+// kernel(s) on `stream` and returns; launch errors are picked up by the caller with
+// cudaGetLastError. Launchers taking a weight type return false (launching nothing) when the
+// type has no kernel. All pointers are device memory; shapes as ops/device.h.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hc::ops::cuda {
+
+// The mat-vec kernels handle up to this many tokens per launch; larger batches go in groups
+// (or through cuBLAS, see CudaDevice::matmul).
+constexpr int64_t kMaxVecTokens = 8;
+
+// What a mat-vec launch computes for row j (0 <= j < n_rows) and token t < n_tok:
+//   dot[t, j] = W[row(j)] . x[t]              row(j) = idx ? idx[j] : j
+//   kPlain:       y[t, j] = dot
+//   kSkipUnfired: rows that no token fires (fire[t, j] == 0 for all t) are not read, y = 0;
+//                 others y = dot (the gate pass of ffn_rows)
+//   kGlu:         fired(t, j) = fire ? fire[t, j] : |act(gate[t, j])| > threshold;
+//                 y[t, j] = fired ? act(gate[t, j]) * dot : 0, rows no token fires not read
+//                 (the up pass of both FFN operators; gate may alias y)
+enum class MatvecMode : int { kPlain, kSkipUnfired, kGlu };
+
+struct MatvecParams {
+  const uint8_t* w = nullptr;  // [ne1 rows, ne0] weight type, nb1 bytes between rows
+  int64_t nb1 = 0;
+  int64_t ne0 = 0;
+  int64_t n_rows = 0;            // rows computed (= outputs per token)
+  const int32_t* idx = nullptr;  // [n_rows] weight rows, or null
+  const float* x = nullptr;      // [n_tok, ne0]
+  int64_t n_tok = 0;             // <= kMaxVecTokens
+  float* y = nullptr;            // y[t * ldy + j]
+  int64_t ldy = 0;
+  MatvecMode mode = MatvecMode::kPlain;
+  const uint8_t* fire = nullptr;  // fire[t * ld_fire + j], or null (kGlu: threshold test)
+  int64_t ld_fire = 0;
+  const float* gate = nullptr;  // kGlu: gate[t * ldy + j], the gate pass's output
+  float threshold = 0;
+  int glu_kind = 0;  // 0 SiLU, 1 ReLU
+};
+bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream);
+
+// out [n_rows, ne0] fp32 = rows [row0, row0 + n_rows) of W dequantised (bit-exact with
+// quant::dequantize_row_ref).
+bool launch_dequant_rows(GgmlType t, const uint8_t* w, int64_t nb1, int64_t ne0, int64_t row0,
+                         int64_t n_rows, float* out, cudaStream_t stream);
+
+// The down half of the FFN: part[s][t][c] = sum over j in split s with h[t, j] != 0 for some t
+// of h[t * n_rows + j] * Dt[row(j)][c], row(j) = idx ? idx[j] : j. The n_rows neurons are cut
+// into n_split contiguous ranges; each thread block owns 1024 output columns of one range.
+// part: [n_split, n_tok, n_out]; sum_partials adds the splits in order into out [n_tok, n_out].
+struct DownParams {
+  const uint8_t* dt = nullptr;  // [ne1 rows, n_out] weight type, nb1 bytes between rows
+  int64_t nb1 = 0;
+  int64_t n_out = 0;
+  const float* h = nullptr;  // [n_tok, n_rows]
+  const int32_t* idx = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_tok = 0;  // <= kMaxVecTokens
+  float* part = nullptr;
+  int n_split = 1;
+};
+constexpr int kDownColumns = 1024;  // output columns per thread block
+bool launch_sparse_down(GgmlType t, const DownParams& p, cudaStream_t stream);
+void launch_sum_partials(const float* part, int n_split, int64_t n, float* out,
+                         cudaStream_t stream);
+
+// Element-wise and row-wise ops (elementwise.cu), semantics of ops/device.h.
+void launch_rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n, float eps,
+                    cudaStream_t stream);
+void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+                 float theta_scale, float freq_scale, const float* freq_factors,
+                 cudaStream_t stream);
+void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+                     int n_ctx, uint16_t* k_cache, uint16_t* v_cache_t, cudaStream_t stream);
+void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStream_t stream);
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+
+// attention.cu: causal grouped-query attention, q/out [n_tok, n_head * head_dim].
+constexpr int kMaxHeadDim = 512;
+struct AttentionParams {
+  const float* q = nullptr;
+  const uint16_t* k_cache = nullptr;    // [n_ctx, k_stride] fp16
+  const uint16_t* v_cache_t = nullptr;  // [n_head_kv * head_dim, v_stride] fp16
+  int pos0 = 0;
+  int64_t n_tok = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t k_stride = 0, v_stride = 0;
+  float scale = 1;
+  float* out = nullptr;
+};
+void launch_attention(const AttentionParams& p, cudaStream_t stream);
+
+// Profiling kernels (elementwise.cu).
+void launch_empty(cudaStream_t stream);
+// Reads n 16-byte words of `src` with every SM; writes one word to sink (never the sum).
+void launch_read(const uint4* src, int64_t n, uint4* sink, cudaStream_t stream);
+
+}  // namespace hc::ops::cuda

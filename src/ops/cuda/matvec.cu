@@ -1,0 +1,170 @@
+// Weight-streaming kernels: the dequantising mat-vec (decode matmuls and the gate / up passes
+// of the FFN operators) and the row dequantiser feeding cuBLAS for larger batches.
+//
+// matvec_kernel<T, NT>: a block of 8 warps owns 16 consecutive output rows (2 per warp). The
+// block stages x in shared memory 2048 elements (1024 for NT = 8) of each of NT <= 8 tokens at
+// a time; per staged chunk each lane dequantises 8-element groups of its rows at
+// lane-interleaved offsets (a warp reads 256 consecutive elements of a row per step, so weight
+// reads are coalesced; all of a chunk's loads are issued before the first is used) and
+// accumulates NT dot products in fp32 registers; a warp shuffle sums the lanes at the end. The
+// weights are read exactly once per launch, which is what bounds the kernel (memory speed).
+#include "ops/cuda/cuda_common.cuh"
+#include "ops/cuda/dequant.cuh"
+#include "ops/cuda/kernels.h"
+
+namespace hc::ops::cuda {
+namespace {
+
+constexpr int kMvWarps = 8;
+constexpr int kMvRowsPerWarp = 2;
+constexpr int kMvRowsPerBlock = kMvWarps * kMvRowsPerWarp;
+// x elements per token staged in shared memory at a time (32 KiB for 4 and 8 tokens); a lane
+// reads kSteps groups of a row per chunk, all issued before the first is used.
+template <int NT>
+constexpr int kMvChunk = NT >= 8 ? 1024 : 2048;
+
+// Whether token t fires row j (modes kSkipUnfired / kGlu).
+__device__ __forceinline__ bool fired(const MatvecParams& p, int64_t t, int64_t j) {
+  if (p.fire) return p.fire[t * p.ld_fire + j] != 0;
+  return fabsf(glu_act(p.gate[t * p.ldy + j], p.glu_kind)) > p.threshold;
+}
+
+// Whether row j is read at all: always for kPlain, else when some token fires it.
+__device__ bool row_needed(const MatvecParams& p, int64_t j) {
+  if (p.mode == MatvecMode::kPlain) return true;
+  for (int64_t t = 0; t < p.n_tok; ++t) {
+    if (fired(p, t, j)) return true;
+  }
+  return false;
+}
+
+__device__ void store(const MatvecParams& p, int64_t t, int64_t j, float dot, bool live) {
+  float v = live ? dot : 0.0f;
+  if (p.mode == MatvecMode::kGlu) {
+    v = live && fired(p, t, j) ? glu_value(p.gate[t * p.ldy + j], dot, p.glu_kind) : 0.0f;
+  }
+  p.y[t * p.ldy + j] = v;
+}
+
+// xs [NT, kMvChunk] = x[t, c0 ..] for t < n_tok, 0 past the row or the tokens.
+template <int NT>
+__device__ void stage_x(const MatvecParams& p, int64_t c0, float (*xs)[kMvChunk<NT>]) {
+  constexpr int kChunk = kMvChunk<NT>;
+  __syncthreads();  // the previous chunk has been read by every warp
+  for (int i = threadIdx.x; i < NT * kChunk; i += blockDim.x) {
+    const int t = i / kChunk, k = i % kChunk;
+    xs[t][k] = t < p.n_tok && c0 + k < p.ne0 ? p.x[t * p.ne0 + c0 + k] : 0.0f;
+  }
+  __syncthreads();
+}
+
+// acc[t] += row[c0 ..] . xs[t] over this lane's groups of the chunk. The groups are loaded
+// (a group past the row reloads group 0 and is skipped) before any is used, so each warp
+// has kSteps loads in flight.
+template <GgmlType T, int NT>
+__device__ void dot_chunk(const uint8_t* row, int64_t c0, int64_t ne0,
+                          const float (*xs)[kMvChunk<NT>], float (&acc)[NT]) {
+  constexpr int kSteps = kMvChunk<NT> / (kWarp * kGroup);
+  const int lane = threadIdx.x % kWarp;
+  float w[kSteps][kGroup];
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t k0 = c0 + (s * kWarp + lane) * kGroup;
+    Dequant<T>::group(row, k0 < ne0 ? k0 : 0, ne0, w[s]);
+  }
+#pragma unroll
+  for (int s = 0; s < kSteps; ++s) {
+    const int g = (s * kWarp + lane) * kGroup;
+    if (c0 + g >= ne0) break;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float4 a = *reinterpret_cast<const float4*>(&xs[t][g]);
+      const float4 b = *reinterpret_cast<const float4*>(&xs[t][g + 4]);
+      float v = acc[t];
+      v = fmaf(w[s][0], a.x, v), v = fmaf(w[s][1], a.y, v), v = fmaf(w[s][2], a.z, v);
+      v = fmaf(w[s][3], a.w, v), v = fmaf(w[s][4], b.x, v), v = fmaf(w[s][5], b.y, v);
+      v = fmaf(w[s][6], b.z, v), v = fmaf(w[s][7], b.w, v);
+      acc[t] = v;
+    }
+  }
+}
+
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(kMvWarps* kWarp, 2) matvec_kernel(const MatvecParams p) {
+  __shared__ __align__(16) float xs[NT][kMvChunk<NT>];  // [NT, chunk] the staged x chunk
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kMvWarps + warp) * kMvRowsPerWarp;
+  const uint8_t* rows[kMvRowsPerWarp];
+  bool live[kMvRowsPerWarp];
+  bool any = false;
+#pragma unroll
+  for (int r = 0; r < kMvRowsPerWarp; ++r) {
+    const int64_t j = j0 + r;
+    live[r] = j < p.n_rows && row_needed(p, j);
+    rows[r] = live[r] ? p.w + (p.idx ? p.idx[j] : j) * p.nb1 : nullptr;
+    any = any || live[r];
+  }
+  float acc[kMvRowsPerWarp][NT] = {};
+  if (__syncthreads_or(any)) {  // else no row of the block is read: skip staging x
+    for (int64_t c0 = 0; c0 < p.ne0; c0 += kMvChunk<NT>) {
+      stage_x<NT>(p, c0, xs);
+#pragma unroll
+      for (int r = 0; r < kMvRowsPerWarp; ++r) {
+        if (live[r]) dot_chunk<T, NT>(rows[r], c0, p.ne0, xs, acc[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMvRowsPerWarp; ++r) {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float dot = warp_sum(acc[r][t]);
+      if (lane == t && t < p.n_tok && j0 + r < p.n_rows) store(p, t, j0 + r, dot, live[r]);
+    }
+  }
+}
+
+// out [n_rows, ne0] = rows row0.. of W as fp32, one 8-element group per thread and step.
+template <GgmlType T>
+__global__ void dequant_rows_kernel(const uint8_t* w, int64_t nb1, int64_t ne0, int64_t row0,
+                                    int64_t n_rows, float* out) {
+  const int64_t groups = (ne0 + kGroup - 1) / kGroup;  // per row
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n_rows * groups;
+       i += stride) {
+    const int64_t r = i / groups, k0 = (i % groups) * kGroup;
+    float v[kGroup];
+    Dequant<T>::group(w + (row0 + r) * nb1, k0, ne0, v);
+    float* o = out + r * ne0 + k0;
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e) {
+      if (k0 + e < ne0) o[e] = v[e];
+    }
+  }
+}
+
+}  // namespace
+
+bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
+  const int64_t blocks = (p.n_rows + kMvRowsPerBlock - 1) / kMvRowsPerBlock;
+  return dispatch_weight_type(t, [&](auto tag) {
+    if (blocks == 0 || p.n_tok <= 0) return;
+    dispatch_tokens(p.n_tok, [&](auto nt) {
+      matvec_kernel<decltype(tag)::value, decltype(nt)::value>
+          <<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
+    });
+  });
+}
+
+bool launch_dequant_rows(GgmlType t, const uint8_t* w, int64_t nb1, int64_t ne0, int64_t row0,
+                         int64_t n_rows, float* out, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const int64_t groups = n_rows * ((ne0 + kGroup - 1) / kGroup);
+  return dispatch_weight_type(t, [&](auto tag) {
+    if (groups == 0) return;
+    dequant_rows_kernel<decltype(tag)::value>
+        <<<grid_for(groups, kThreads), kThreads, 0, stream>>>(w, nb1, ne0, row0, n_rows, out);
+  });
+}
+
+}  // namespace hc::ops::cuda

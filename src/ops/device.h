@@ -1,0 +1,180 @@
+// A second compute device next to the host CPU: a CUDA GPU (ops/cuda) or a CPU device running on
+// its own threads with its own memory budget (ops/cpu/cpu_device.h), so that the hybrid executor,
+// the placement planner and the merge logic run and are tested on machines without a GPU.
+//
+// Memory: every byte a device holds is charged against its budget: weights, KV cache, scratch,
+// and its fixed overhead (CUDA context, cuBLAS workspace) charged at open. An allocation that
+// would pass the budget fails with a Status naming the request, the use and the budget; nothing
+// is allocated behind the budget's back.
+//
+// Work: operations are queued in order on the device's one queue and run asynchronously to the
+// host thread that queued them; sync() waits until everything queued so far has run. The host
+// overlaps its own work between queueing and sync(). Only host buffers from alloc_host (pinned
+// for CUDA) may be the host side of copy_to_device / copy_to_host, and they, like every device
+// pointer an operation reads or writes, must stay valid and unchanged until the next sync().
+//
+// Pointers passed to operations are device memory (from alloc) unless named host_*; a TensorView
+// argument describes a weight matrix stored in device memory in ggml's block layout (its
+// `packed` member is ignored). Shapes follow ops/cpu: x [n_tok, ne0] row-major fp32, etc.
+//
+// Arithmetic: the CPU device runs the host's own kernels (ops/cpu) on its own thread pool, so its
+// results equal the host's bit for bit. The CUDA device computes in fp32 with the same
+// quantisation of weights (activations are not quantised); its tests bound the difference from
+// the CPU reference by tolerances derived from the weight type.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "core/tensor_view.h"
+#include "ops/cpu/attention.h"
+
+namespace hc::ops {
+
+enum class DeviceKind { kCpu, kCuda };
+
+// What the placement planner needs to know about a device (measured at open for CUDA;
+// configured for the CPU device).
+struct DeviceProfile {
+  double mem_gbps = 0;    // streaming read bandwidth of device memory (weights)
+  double link_gbps = 0;   // host <-> device copy bandwidth (PCIe for CUDA)
+  double op_us = 0;       // cost of one queued operation (kernel launch)
+  double sync_us = 0;     // one host round trip: queue, sync, return
+};
+
+// Which FFN activation a device applies: act(gate) * up.
+enum class GluKind { kSilu, kRelu };
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  virtual DeviceKind kind() const = 0;
+  virtual std::string name() const = 0;  // e.g. "cpu device (2 threads)", "NVIDIA H100 80GB"
+  virtual DeviceProfile profile() const = 0;
+
+  // ---- memory -----------------------------------------------------------------------------
+  virtual uint64_t budget_bytes() const = 0;
+  // Bytes charged: fixed overhead + live allocations. Never exceeds budget_bytes().
+  virtual uint64_t charged_bytes() const = 0;
+  // Fixed overhead charged at open (CUDA context, cuBLAS workspace; 0 for the CPU device).
+  virtual uint64_t overhead_bytes() const = 0;
+  // Device memory this process uses as the device itself reports it (cudaMemGetInfo's used
+  // bytes minus what was used before open; the CPU device's live allocations).
+  virtual uint64_t measured_bytes() const = 0;
+  // Device memory of `bytes` (64-byte aligned), charged; `what` names the use in errors.
+  virtual Result<void*> alloc(uint64_t bytes, const char* what) = 0;
+  virtual void free(void* p) = 0;
+  // Host memory usable as the host side of queued copies (pinned for CUDA). Not charged.
+  virtual Result<void*> alloc_host(uint64_t bytes) = 0;
+  virtual void free_host(void* p) = 0;
+  // Synchronous copy of host memory into device memory (load time).
+  virtual Status upload(void* dst, const void* host_src, uint64_t bytes) = 0;
+  // Synchronous copy of device memory to host memory (tests, debugging).
+  virtual Status download(void* host_dst, const void* src, uint64_t bytes) = 0;
+  // A weight matrix copied to the device (charged): rows [row0, row0 + n_rows) of `host`, or
+  // the rows listed in `rows` (n_rows of them, in that order) when `rows` is non-null: a
+  // compact matrix of selected neurons. The default stores ggml's block layout; the CPU device
+  // also builds the host's decode layout (ops/cpu/repack.h) when `host` has one, charging
+  // both, so its kernels round exactly as the host's. Release with free_weight.
+  virtual Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows,
+                                           int64_t row0, int64_t n_rows, const char* what);
+  virtual void free_weight(const TensorView& w);
+
+  // ---- queued operations ------------------------------------------------------------------
+  virtual void copy_to_device(void* dst, const void* host_src, uint64_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, uint64_t bytes) = 0;
+  // out[t] = rmsnorm(x[t]) * w for n_tok rows of n (out may alias x). w: [n] fp32.
+  virtual void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
+                       float eps) = 0;
+  // y [n_tok, w.ne1] = x [n_tok, w.ne0] W^T, any supported weight type.
+  virtual void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) = 0;
+  // RoPE (ggml "normal" mode, adjacent pairs) in place on x [n_tok, n_head * head_dim]; row t
+  // is at position pos0 + t. theta_scale = base^(-2/n_rot); freq_factors: [n_rot/2] or null.
+  virtual void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+                    float theta_scale, float freq_scale, const float* freq_factors) = 0;
+  // Stores n_tok rows of k and v [n_tok, kv_dim] at positions pos0.. of one layer's cache:
+  //   k_cache: [n_ctx, kv_dim] fp16; v_cache_t: [kv_dim, n_ctx] fp16 (V transposed).
+  virtual void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+                        int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) = 0;
+  // Causal attention for n_tok query rows at positions pos0.. over the cache positions
+  // [0, pos0 + t] (shape.k_stride = kv_dim, shape.v_stride = n_ctx). q, out: [n_tok, n_head *
+  // head_dim]. Same function as the host's attention for the same batch.
+  virtual void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t,
+                         int pos0, int64_t n_tok, const AttentionShape& shape, float scale,
+                         float* out) = 0;
+  // gate[t, i] = act(gate[t, i]) * up[t, i] for n_tok rows of n (ggml's swiglu / reglu).
+  virtual void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) = 0;
+  // y[i] += x[i]
+  virtual void add(float* y, const float* x, int64_t n) = 0;
+
+  // The FFN over the neurons this device holds, as compact matrices (row j = the device's
+  // j-th neuron): gate, up [n_sub rows, n_embd]; down_t [n_sub rows, n_embd] (the transposed
+  // down projection); x [n_tok, n_embd] the normed FFN input; out [n_tok, n_embd] overwritten.
+  //
+  // ffn_threshold: every held neuron; neuron j fires for token t when
+  //   |act(gate_j . x_t)| > threshold; out[t] = sum over fired j of act(g) * (up_j . x_t) *
+  //   down_t[j]. (ReLU with threshold 0 is the exact FFN over these neurons.)
+  virtual void ffn_threshold(const TensorView& gate, const TensorView& up,
+                             const TensorView& down_t, const float* x, int64_t n_tok,
+                             float threshold, GluKind kind, float* out) = 0;
+  // ffn_rows: only the n_idx local neuron indices idx (ascending), with fire [n_tok, n_idx]
+  //   (uint8, 1 = token t fires idx[j]; a predictor's decision, no threshold applied):
+  //   out[t] = sum over j with fire[t, j] of act(gate_idx[j] . x_t) * (up_idx[j] . x_t) *
+  //   down_t[idx[j]]. n_idx may be 0 (out = 0).
+  virtual void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                        const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
+                        const uint8_t* fire, GluKind kind, float* out) = 0;
+
+  // Waits until every operation queued so far has run. A failure inside the device (a CUDA
+  // error) is reported here, naming the operation.
+  virtual Status sync() = 0;
+};
+
+inline Result<TensorView> Device::upload_weight(const TensorView& host, const int32_t* rows,
+                                               int64_t row0, int64_t n_rows, const char* what) {
+  const uint64_t rb = static_cast<uint64_t>(row_bytes(host.type, host.ne0));
+  auto mem = alloc(rb * static_cast<uint64_t>(n_rows), what);
+  if (!mem.ok()) return mem.status();
+  uint8_t* dst = static_cast<uint8_t*>(*mem);
+  if (rows == nullptr) {
+    Status st = upload(dst, host.row(row0), rb * static_cast<uint64_t>(n_rows));
+    if (!st.ok()) { free(dst); return st; }
+  } else {
+    for (int64_t j = 0; j < n_rows; ++j) {
+      Status st = upload(dst + rb * j, host.row(rows[j]), rb);
+      if (!st.ok()) { free(dst); return st; }
+    }
+  }
+  return TensorView::make(host.type, dst, host.ne0, n_rows);
+}
+inline void Device::free_weight(const TensorView& w) {
+  if (w.data) free(const_cast<void*>(w.data));
+}
+
+// Options for opening a device.
+struct DeviceOptions {
+  DeviceKind kind = DeviceKind::kCpu;
+  uint64_t budget_bytes = 0;  // 0: the device's whole memory (CUDA) / unlimited (CPU device)
+  // CPU device only:
+  int n_threads = 1;               // its own worker threads, apart from the host's pool
+  double mem_gbps = 0;             // bandwidth it reports in its profile (0: measure)
+  double link_gbps = 16;           // modelled copy bandwidth
+  double emulate_gbps = 0;         // > 0: pace weight-streaming ops to this bandwidth (sleep)
+  int cuda_ordinal = 0;            // CUDA only
+};
+
+// Opens a device; a CUDA device in a build without CUDA (or on a machine without a GPU) is an
+// error naming what is missing.
+Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opt);
+// True when this build has the CUDA backend compiled in (HC_CUDA).
+bool cuda_compiled();
+// Number of CUDA devices visible (0 without CUDA or driver).
+int cuda_device_count();
+
+}  // namespace hc::ops

@@ -1,0 +1,214 @@
+// The hot-neuron FFN operators of the CUDA device (ffn_threshold, ffn_rows) against a scalar
+// reconstruction from the dequantised weights: g = gate_j . x, u = up_j . x in double, the
+// firing decision, h = act(g) u, out = sum_j h_j down_t[j]. Every weight type (gate, up and
+// down_t of that type), odd n_embd (partial 1024-column blocks, float rows with a partial
+// 8-element group), neuron counts that split into several ranges or one, n_tok 1, 3, 8, 17.
+//
+// Error bound per output: g and u carry kDotUlps u S (S = sum |w x|); h = act(g) u carries
+// |act'| e_g |u| + |act(g)| e_u (|silu'| <= 1.1); out adds sum_j e_h |down_t[j]| and the fp32
+// rounding of its own sum. A threshold decision within 1.1 e_g of the threshold may go either
+// way on the device: the reference counts half of that neuron and allows the other half.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace hc::cuda_test {
+namespace {
+
+class CudaFfn : public CudaTest {};
+
+struct Weights {
+  Matrix gate, up, down_t;  // [n_sub, n_embd] each
+};
+
+Weights make_weights(ops::Device* dev, GgmlType t, int64_t n_sub, int64_t n_embd, uint32_t seed) {
+  return {make_matrix(dev, t, n_sub, n_embd, seed), make_matrix(dev, t, n_sub, n_embd, seed + 1),
+          make_matrix(dev, t, n_sub, n_embd, seed + 2)};
+}
+
+double act(double g, ops::GluKind kind) {
+  return kind == ops::GluKind::kSilu ? g / (1 + std::exp(-g)) : std::max(g, 0.0);
+}
+
+// How much of neuron k counts for token t: 1 fires, 0 does not, 0.5 either (too close to call).
+using FireFn = std::function<double(int64_t t, size_t k, double act_g, double err_g)>;
+
+// out [n_tok, n_embd] and its tolerance for the neurons `rows` (of the compact matrices).
+struct Reference {
+  std::vector<double> out, tol;
+};
+Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok,
+                    const std::vector<int64_t>& rows, ops::GluKind kind, const FireFn& fires) {
+  const int64_t n_embd = w.gate.cols;
+  Reference r{std::vector<double>(static_cast<size_t>(n_tok * n_embd), 0.0),
+              std::vector<double>(static_cast<size_t>(n_tok * n_embd), 1e-30)};
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const float* xt = x.data() + t * n_embd;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Dot g = dot(w.gate.row(rows[k]), xt, n_embd), u = dot(w.up.row(rows[k]), xt, n_embd);
+      const double a = act(g.value, kind);
+      const double eg = kDotUlps * kU * g.abs, eu = kDotUlps * kU * u.abs;
+      const double share = fires(t, k, a, eg);
+      if (share == 0) continue;
+      const double h = a * u.value;
+      const double eh =
+          1.1 * eg * std::fabs(u.value) + std::fabs(a) * eu + eg * eu + 8 * kU * std::fabs(h);
+      const float* d = w.down_t.row(rows[k]);
+      for (int64_t c = 0; c < n_embd; ++c) {
+        const double hd = h * d[c];
+        r.out[t * n_embd + c] += share * hd;
+        r.tol[t * n_embd + c] += (share < 1 ? std::fabs(hd) / 2 : 0.0) + eh * std::fabs(d[c]) +
+                                 kDotUlps * kU * std::fabs(hd);
+      }
+    }
+  }
+  return r;
+}
+
+void expect_close(const std::vector<float>& got, const Reference& ref, const std::string& what) {
+  ASSERT_EQ(got.size(), ref.out.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], ref.out[i], ref.tol[i]) << what << " i " << i;
+  }
+}
+
+// The median of |act(g)| over every token and neuron: half the decisions go each way.
+float median_threshold(const Weights& w, const std::vector<float>& x, int64_t n_tok,
+                       ops::GluKind kind) {
+  const int64_t n_embd = w.gate.cols;
+  std::vector<double> a;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t j = 0; j < w.gate.rows; ++j) {
+      a.push_back(std::fabs(act(dot(w.gate.row(j), x.data() + t * n_embd, n_embd).value, kind)));
+    }
+  }
+  std::nth_element(a.begin(), a.begin() + a.size() / 2, a.end());
+  return static_cast<float>(a[a.size() / 2]);
+}
+
+int64_t test_embd(GgmlType t) {
+  const int64_t bs = dtype_traits(t).block_size;
+  return bs == 1 ? 1031 : bs == 32 ? 1056 : 1280;
+}
+
+// exact: ReLU with threshold 0, the FFN over every held neuron.
+void run_threshold(ops::Device* dev, const Weights& w, int64_t n_tok, ops::GluKind kind, bool exact,
+                   uint32_t seed) {
+  const int64_t n_embd = w.gate.cols, n_sub = w.gate.rows;
+  const auto x = randn(static_cast<size_t>(n_tok * n_embd), seed, 0.5f);
+  const float threshold = exact ? 0.0f : median_threshold(w, x, n_tok, kind);
+  auto dx = to_device(dev, x);
+  DeviceBuffer out(dev, static_cast<uint64_t>(n_tok * n_embd) * 4);
+  dev->ffn_threshold(w.gate.view(), w.up.view(), w.down_t.view(), dx->as<float>(), n_tok, threshold,
+                     kind, out.as<float>());
+  check(dev->sync(), "ffn_threshold");
+  std::vector<int64_t> rows(static_cast<size_t>(n_sub));
+  std::iota(rows.begin(), rows.end(), 0);
+  const Reference ref =
+      reference(w, x, n_tok, rows, kind, [&](int64_t, size_t, double a, double eg) {
+        const double dist = std::fabs(a) - threshold;
+        return std::fabs(dist) <= 1.1 * eg ? 0.5 : dist > 0 ? 1.0 : 0.0;
+      });
+  expect_close(from_device<float>(dev, out.as<void>(), ref.out.size()), ref,
+               std::string(dtype_name(w.gate.type)) + " n_tok " + std::to_string(n_tok));
+}
+
+TEST_F(CudaFfn, ThresholdEveryTypeMatchesScalarReconstruction) {
+  uint32_t seed = 1000;
+  for (GgmlType t : kAllTypes) {
+    for (int64_t n_sub : {5, 300}) {
+      const Weights w = make_weights(dev, t, n_sub, test_embd(t), seed += 3);
+      for (int64_t n_tok : {1, 3, 8, 17}) {
+        run_threshold(dev, w, n_tok, ops::GluKind::kSilu, false, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kRelu, true, ++seed);
+      }
+    }
+  }
+}
+
+void run_rows(ops::Device* dev, const Weights& w, int64_t n_tok, double share, uint32_t seed) {
+  const int64_t n_embd = w.gate.cols, n_sub = w.gate.rows;
+  std::mt19937 rng(seed);
+  std::vector<int32_t> idx;
+  for (int32_t j = 0; j < n_sub; ++j) {
+    if (std::uniform_real_distribution<double>(0, 1)(rng) < share) idx.push_back(j);
+  }
+  const int64_t n_idx = static_cast<int64_t>(idx.size());
+  std::vector<uint8_t> fire(static_cast<size_t>(n_tok * n_idx));
+  for (int64_t t = 0; t < n_tok; ++t) {
+    for (int64_t k = 0; k < n_idx; ++k) {
+      // Every 7th selected neuron fires for no token: its rows must not matter.
+      fire[t * n_idx + k] = k % 7 != 0 && (rng() & 1);
+    }
+  }
+  const auto x = randn(static_cast<size_t>(n_tok * n_embd), seed + 1, 0.5f);
+  auto dx = to_device(dev, x);
+  auto didx = to_device(dev, idx);
+  auto dfire = to_device(dev, fire);
+  const std::vector<float> garbage(static_cast<size_t>(n_tok * n_embd), 1e30f);
+  auto out = to_device(dev, garbage);  // overwritten, even with no neurons
+  for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu}) {
+    dev->ffn_rows(w.gate.view(), w.up.view(), w.down_t.view(), dx->as<float>(), n_tok,
+                  didx->as<int32_t>(), n_idx, dfire->as<uint8_t>(), kind, out->as<float>());
+    check(dev->sync(), "ffn_rows");
+    const std::vector<int64_t> rows(idx.begin(), idx.end());
+    const Reference ref =
+        reference(w, x, n_tok, rows, kind, [&](int64_t t, size_t k, double, double) {
+          return fire[t * n_idx + static_cast<int64_t>(k)] != 0 ? 1.0 : 0.0;
+        });
+    expect_close(from_device<float>(dev, out->as<void>(), ref.out.size()), ref,
+                 std::string(dtype_name(w.gate.type)) + " n_tok " + std::to_string(n_tok) +
+                     " n_idx " + std::to_string(n_idx));
+  }
+}
+
+TEST_F(CudaFfn, RowsEveryTypeMatchesScalarReconstruction) {
+  uint32_t seed = 2000;
+  for (GgmlType t : kAllTypes) {
+    const Weights w = make_weights(dev, t, 300, test_embd(t), seed += 3);
+    for (int64_t n_tok : {1, 3, 8, 17}) {
+      run_rows(dev, w, n_tok, 0.4, ++seed);
+      run_rows(dev, w, n_tok, 0.03, ++seed);  // a few neurons: one split
+      run_rows(dev, w, n_tok, 0.0, ++seed);   // none: out = 0
+    }
+  }
+}
+
+TEST_F(CudaFfn, MixedWeightTypes) {
+  // As a model file holds them: gate / up of different K-quants, down_t re-quantised to Q8_0
+  // (ops::down_t_type), and a float variant.
+  const int64_t n_embd = 512, n_sub = 200;
+  Weights k{make_matrix(dev, GgmlType::Q4_K, n_sub, n_embd, 4000),
+            make_matrix(dev, GgmlType::Q6_K, n_sub, n_embd, 4001),
+            make_matrix(dev, GgmlType::Q8_0, n_sub, n_embd, 4002)};
+  Weights f{make_matrix(dev, GgmlType::BF16, n_sub, n_embd, 4003),
+            make_matrix(dev, GgmlType::F16, n_sub, n_embd, 4004),
+            make_matrix(dev, GgmlType::F32, n_sub, n_embd, 4005)};
+  for (int64_t n_tok : {1, 5}) {
+    run_threshold(dev, k, n_tok, ops::GluKind::kSilu, false, 4010 + n_tok);
+    run_threshold(dev, f, n_tok, ops::GluKind::kRelu, true, 4020 + n_tok);
+    run_rows(dev, k, n_tok, 0.5, 4030 + n_tok);
+    run_rows(dev, f, n_tok, 0.5, 4040 + n_tok);
+  }
+}
+
+TEST_F(CudaFfn, MismatchedMatricesAreReportedBySync) {
+  const Weights w = make_weights(dev, GgmlType::Q8_0, 8, 256, 3000);
+  const Matrix up = make_matrix(dev, GgmlType::Q8_0, 9, 256, 3003);  // one neuron too many
+  DeviceBuffer buf(dev, 1 << 16);
+  dev->ffn_threshold(w.gate.view(), up.view(), w.down_t.view(), buf.as<float>(), 1, 0.0f,
+                     ops::GluKind::kRelu, buf.as<float>());
+  const Status st = dev->sync();
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("ffn_threshold"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace hc::cuda_test

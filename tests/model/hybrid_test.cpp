@@ -1,0 +1,394 @@
+// Hybrid and offloaded inference on the CPU device (model/device_model.h, ops/cpu/cpu_device.h):
+// the executor, the placement and the merge of host and device halves, tested without a GPU.
+//   - -ngl (dense layer offload): every N gives logits bit-identical to host-only inference
+//     (the CPU device runs the host's kernels), prompt batches and decode, several weight types.
+//   - hybrid sparse FFN (hot neurons on the device, cold on the host, concurrently): the same
+//     logits as host-only sparse inference up to float summation order, and the same greedy
+//     tokens; with exact ReLU also the dense logits; with a predictor too; with a slow device
+//     (the host half finishes first) as with a fast one.
+//   - budgets: a placement that does not fit fails naming what, nothing stays charged.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "model/device_model.h"
+#include "model/llama_forward.h"
+#include "model/llama_model.h"
+#include "model/sparse_ffn.h"
+#include "ops/cpu/cpu_device.h"
+#include "tiny_model.h"
+
+namespace hc {
+namespace {
+
+using testing::TinyModel;
+using testing::TinyModelSpec;
+
+const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
+constexpr int kPrompt = 9;  // >= 8: the prompt takes the packed GEMM and batched attention
+
+std::shared_ptr<ops::Device> cpu_device(uint64_t budget = 0, double emulate_gbps = 0,
+                                        int threads = 1) {
+  ops::DeviceOptions o;
+  o.budget_bytes = budget;
+  o.n_threads = threads;
+  o.mem_gbps = 10;  // configured: no bandwidth probe in unit tests
+  o.emulate_gbps = emulate_gbps;
+  auto d = ops::open_cpu_device(o);
+  EXPECT_TRUE(d.ok()) << d.message();
+  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
+}
+
+// Logits of every position: a prompt batch, then one token at a time; device session if dm.
+std::vector<float> run(const LlamaModel& m, const SparseFfn* sparse, const DeviceModel* dm,
+                       SparseStats* stats = nullptr) {
+  const LlamaHParams& hp = m.hparams();
+  KvCache cache(hp.n_layer, 64, int64_t{hp.n_head_kv} * hp.head_dim);
+  ForwardScratch s;
+  s.sparse = sparse;
+  std::unique_ptr<DeviceSession> ds;
+  if (dm) {
+    auto r = DeviceSession::create(*dm, cache.n_ctx, kForwardUbatch);
+    EXPECT_TRUE(r.ok()) << r.message();
+    if (!r.ok()) return {};
+    ds = std::move(*r);
+    s.device = ds.get();
+  }
+  ThreadPool pool(2);
+  std::vector<float> all, l;
+  Status st = llama_forward(m, cache, s, pool, std::span(kToks.data(), kPrompt), 0, true, &l);
+  EXPECT_TRUE(st.ok()) << st.message();
+  all = l;
+  for (size_t i = kPrompt; i < kToks.size(); ++i) {
+    st = llama_forward(m, cache, s, pool, std::span(&kToks[i], 1), static_cast<int>(i), false, &l);
+    EXPECT_TRUE(st.ok()) << st.message();
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  if (stats) *stats = s.sparse_scratch.stats;
+  return all;
+}
+
+std::vector<int> argmax_rows(const std::vector<float>& v, int n_vocab) {
+  std::vector<int> out;
+  for (size_t r = 0; r + n_vocab <= v.size(); r += n_vocab)
+    out.push_back(static_cast<int>(std::max_element(v.begin() + r, v.begin() + r + n_vocab) -
+                                   (v.begin() + r)));
+  return out;
+}
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+float max_abs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+class OffloadTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(OffloadTypes, EveryNglGivesTheHostLogitsBitForBit) {
+  TinyModelSpec spec;
+  spec.wtype = GetParam();
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_layer = 3;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, /*repack=*/true);
+  ASSERT_TRUE(m);
+  const std::vector<float> host = run(*m, nullptr, nullptr);
+  ASSERT_FALSE(host.empty());
+  for (int ngl : {0, 1, 2, 3, 4, 99}) {
+    auto dev = cpu_device();
+    DevicePlacement p;
+    p.n_gpu_layers = ngl;
+    auto dm = DeviceModel::build(*m, nullptr, dev, p);
+    ASSERT_TRUE(dm.ok()) << dm.message();
+    EXPECT_EQ((*dm)->n_attn_layers(), std::min(ngl, spec.n_layer));
+    EXPECT_EQ((*dm)->output_on_device(), ngl > spec.n_layer);
+    const std::vector<float> got = run(*m, nullptr, dm->get());
+    ASSERT_EQ(got.size(), host.size());
+    EXPECT_EQ(max_abs_diff(got, host), 0.0f) << "ngl " << ngl;
+    // Weights (with their decode layouts) stay charged while the DeviceModel lives.
+    EXPECT_EQ(dev->charged_bytes(), (*dm)->weight_bytes());
+    if (ngl == 0) {
+      EXPECT_EQ(dev->charged_bytes(), 0u);
+    } else {
+      EXPECT_GT(dev->charged_bytes(), 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, OffloadTypes,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Hot sets: none, the even neurons, a contiguous block, everything.
+std::vector<std::vector<int32_t>> hot_sets(int n_layer, int n_ff, int kind) {
+  std::vector<std::vector<int32_t>> hot(static_cast<size_t>(n_layer));
+  for (int il = 0; il < n_layer; ++il)
+    for (int32_t i = 0; i < n_ff; ++i) {
+      const bool on = kind == 0 ? false
+                      : kind == 1 ? i % 2 == 0
+                      : kind == 2 ? (i >= 40 + il * 8 && i < 200)
+                                  : true;
+      if (on) hot[static_cast<size_t>(il)].push_back(i);
+    }
+  return hot;
+}
+
+class HybridTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
+  TinyModelSpec spec;
+  spec.wtype = GetParam();
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_layer = 3;
+  spec.activation = "relu";
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, /*repack=*/true);
+  ASSERT_TRUE(m);
+  // Never the dense fallback (which rounds h to the down matmul's Q8 input): hybrid layers
+  // always run sparse, so host-only must too for a like-for-like comparison.
+  SparseOptions so;
+  so.max_union_share = 1.0;
+  auto sparse = SparseFfn::build(*m, so);
+  ASSERT_TRUE(sparse.ok()) << sparse.message();
+  SparseStats host_stats;
+  const std::vector<float> host = run(*m, sparse->get(), nullptr, &host_stats);
+  const std::vector<float> dense = run(*m, nullptr, nullptr);
+  // Tolerances: the two halves are summed apart and then added (float order: ~1e-5 of the
+  // largest logit after 3 random layers); for F16 and the block types the host's cold gate is
+  // also read by row (sparse_rows, ggml's vec_dot) where host-only runs the decode layout, and a
+  // neuron near 0 may then fire on one side only. Float models also match the dense FFN (exact
+  // ReLU); for block types the sparse FFN's own rounding against dense is sparse_ffn_test's.
+  const GgmlType t = GetParam();
+  const float scale = 1.0f + max_abs(host);
+  const float tol_sparse = (t == GgmlType::F32 ? 1e-4f : 1e-2f) * scale;
+  const float tol_dense = 2e-3f * scale;
+  for (int kind = 0; kind < 4; ++kind) {
+    for (int attn = 0; attn < 2; ++attn) {
+      auto dev = cpu_device();
+      DevicePlacement p;
+      p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
+      p.attn.assign(static_cast<size_t>(spec.n_layer), 0);
+      if (attn) p.attn[1] = 1;  // one layer's attention on the device
+      auto dm = DeviceModel::build(*m, sparse->get(), dev, p);
+      ASSERT_TRUE(dm.ok()) << dm.message();
+      SparseStats st;
+      const std::vector<float> got = run(*m, sparse->get(), dm->get(), &st);
+      ASSERT_EQ(got.size(), host.size());
+      // Host and device halves are summed separately, then added: float order only.
+      EXPECT_LE(max_abs_diff(got, host), tol_sparse) << "hot kind " << kind << " attn " << attn;
+      if (t == GgmlType::F32 || t == GgmlType::F16) {  // block types: sparse_ffn_test's bounds
+        EXPECT_LE(max_abs_diff(got, dense), tol_dense) << "exact ReLU = dense";
+      }
+      EXPECT_EQ(argmax_rows(got, spec.n_vocab), argmax_rows(host, spec.n_vocab));
+      if (kind == 0) {  // nothing hot: the host's own sparse FFN, bit for bit
+        EXPECT_EQ(max_abs_diff(got, host), 0.0f);
+      }
+      // Every hot neuron ran on the device (thresholds: the whole hot set), cold ones on the host.
+      int64_t n_hot = 0;
+      for (auto& h : p.hot) n_hot += static_cast<int64_t>(h.size());
+      EXPECT_EQ(st.device_computed, static_cast<uint64_t>(n_hot) * kToks.size());
+      EXPECT_EQ(st.neurons, host_stats.neurons);
+      if (kind == 3) {
+      EXPECT_EQ(st.computed, 0u);
+    }
+      if (kind == 0) {
+        EXPECT_EQ(st.device_computed, 0u);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, HybridTypes,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
+                                           GgmlType::Q4_0, GgmlType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(Hybrid, SlowDeviceGivesTheSameResultAsAFastOne) {
+  // The device is paced to 0.05 GB/s, so the host's cold half always finishes first: the merge
+  // must wait for the device and add in the same fixed order.
+  TinyModelSpec spec;
+  spec.n_embd = 128;
+  spec.n_ff = 256;
+  spec.activation = "relu";
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  auto sparse = SparseFfn::build(*m, SparseOptions{});
+  ASSERT_TRUE(sparse.ok());
+  DevicePlacement p;
+  p.hot = hot_sets(spec.n_layer, spec.n_ff, 2);
+  p.attn = {1, 0};
+  std::vector<float> fast, slow;
+  {
+    auto dm = DeviceModel::build(*m, sparse->get(), cpu_device(0, 0, 2), p);
+    ASSERT_TRUE(dm.ok());
+    fast = run(*m, sparse->get(), dm->get());
+  }
+  {
+    auto dm = DeviceModel::build(*m, sparse->get(), cpu_device(0, 0.05, 1), p);
+    ASSERT_TRUE(dm.ok());
+    slow = run(*m, sparse->get(), dm->get());
+  }
+  ASSERT_FALSE(fast.empty());
+  EXPECT_EQ(max_abs_diff(fast, slow), 0.0f);
+}
+
+// A ReLU model with an exact predictor (fc1 = W_gate, fc2 = I: logit_i = relu(gate_i) > 0
+// exactly when neuron i fires).
+std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
+                                          std::vector<std::vector<uint8_t>>& bufs) {
+  TinyModel tm(spec);
+  GgufWriter& w = tm.writer();
+  w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
+  const int64_t E = spec.n_embd, F = spec.n_ff;
+  for (int il = 0; il < spec.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (auto& t : w.tensors)
+      if (t.name == p + "ffn_gate.weight") bufs.emplace_back(t.data.begin(), t.data.end());
+    w.add_tensor({p + "fc1.weight", {E, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
+    bufs.emplace_back(static_cast<size_t>(F * F * 4), 0);
+    auto* eye = reinterpret_cast<float*>(bufs.back().data());
+    for (int64_t i = 0; i < F; ++i) eye[i * F + i] = 1.0f;
+    w.add_tensor({p + "fc2.weight", {F, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
+  }
+  return *w.serialize();
+}
+
+TEST(Hybrid, PredictorDrivenHybridMatchesHostOnly) {
+  TinyModelSpec spec;
+  spec.n_embd = 128;
+  spec.n_ff = 192;
+  spec.n_layer = 2;
+  spec.activation = "relu";
+  std::vector<std::vector<uint8_t>> bufs;
+  auto bytes = model_with_predictor(spec, bufs);
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  SparseOptions so;
+  so.use_predictor = true;
+  so.max_union_share = 1.0;  // host-only never falls back to the dense FFN: counts comparable
+  auto sparse = SparseFfn::build(*m, so);
+  ASSERT_TRUE(sparse.ok()) << sparse.message();
+  SparseStats hs;
+  const std::vector<float> host = run(*m, sparse->get(), nullptr, &hs);
+  const float scale = 1.0f + max_abs(host);
+  for (int kind : {1, 2, 3}) {
+    DevicePlacement p;
+    p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
+    p.attn = {0, 1};
+    auto dm = DeviceModel::build(*m, sparse->get(), cpu_device(), p);
+    ASSERT_TRUE(dm.ok()) << dm.message();
+    SparseStats st;
+    const std::vector<float> got = run(*m, sparse->get(), dm->get(), &st);
+    EXPECT_LE(max_abs_diff(got, host), 1e-4f * scale) << "kind " << kind;  // F32: order only
+    EXPECT_EQ(argmax_rows(got, spec.n_vocab), argmax_rows(host, spec.n_vocab));
+    // The predicted set is split, not duplicated or lost: per batch, the device computes the
+    // union's hot part and the host its cold part, which add up to host-only's union.
+    EXPECT_GT(st.device_computed, 0u);
+    EXPECT_EQ(st.device_computed + st.computed, hs.computed) << "kind " << kind;
+    EXPECT_EQ(st.fired, hs.fired);
+    EXPECT_EQ(st.neurons, hs.neurons);
+    if (kind == 3) {
+      EXPECT_EQ(st.computed, 0u);
+    }
+  }
+}
+
+TEST(Hybrid, BudgetIsRespectedAndFreedAndNamedWhenExceeded) {
+  TinyModelSpec spec;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_layer = 2;
+  spec.wtype = GgmlType::Q8_0;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  // What a full offload needs, measured on an unlimited device.
+  uint64_t need = 0;
+  {
+    auto dev = cpu_device();
+    DevicePlacement p;
+    p.n_gpu_layers = 3;
+    auto dm = DeviceModel::build(*m, nullptr, dev, p);
+    ASSERT_TRUE(dm.ok());
+    need = dev->charged_bytes();
+    auto ds = DeviceSession::create(**dm, 64, kForwardUbatch);
+    ASSERT_TRUE(ds.ok());
+    EXPECT_GT(dev->charged_bytes(), need);  // KV cache and buffers are charged too
+    ds->reset();
+    EXPECT_EQ(dev->charged_bytes(), need);
+  }
+  auto dev = cpu_device(need - 1);
+  {
+    DevicePlacement p;
+    p.n_gpu_layers = 3;
+    auto dm = DeviceModel::build(*m, nullptr, dev, p);
+    ASSERT_FALSE(dm.ok());
+    EXPECT_NE(dm.message().find("budget"), std::string::npos) << dm.message();
+    EXPECT_NE(dm.message().find("output"), std::string::npos) << dm.message();
+  }
+  EXPECT_EQ(dev->charged_bytes(), 0u);  // a failed build leaves nothing behind
+  DevicePlacement p;
+  p.n_gpu_layers = 1;
+  auto dm = DeviceModel::build(*m, nullptr, dev, p);
+  ASSERT_TRUE(dm.ok());
+  EXPECT_LE(dev->charged_bytes(), dev->budget_bytes());
+}
+
+TEST(Hybrid, BadPlacementsAndUnsupportedUsesAreErrors) {
+  TinyModelSpec spec;
+  spec.activation = "relu";
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  auto sparse = SparseFfn::build(*m, SparseOptions{});
+  ASSERT_TRUE(sparse.ok());
+  DevicePlacement p;
+  p.hot = {{3, 2}, {}};  // not ascending
+  EXPECT_FALSE(DeviceModel::build(*m, sparse->get(), cpu_device(), p).ok());
+  p.hot = {{1, 2, 999}, {}};  // out of range
+  EXPECT_FALSE(DeviceModel::build(*m, sparse->get(), cpu_device(), p).ok());
+  p.hot = {{1}};  // wrong layer count
+  EXPECT_FALSE(DeviceModel::build(*m, sparse->get(), cpu_device(), p).ok());
+  p.hot = {{1, 2}, {3}};
+  EXPECT_FALSE(DeviceModel::build(*m, nullptr, cpu_device(), p).ok());  // hot needs sparse
+  p.n_gpu_layers = -1;
+  EXPECT_FALSE(DeviceModel::build(*m, sparse->get(), cpu_device(), p).ok());
+  // Several sequences in one pass stay on the host.
+  p = DevicePlacement{};
+  p.n_gpu_layers = 1;
+  auto dm = DeviceModel::build(*m, nullptr, cpu_device(), p);
+  ASSERT_TRUE(dm.ok());
+  auto ds = DeviceSession::create(**dm, 64, kForwardUbatch);
+  ASSERT_TRUE(ds.ok());
+  const LlamaHParams& hp = m->hparams();
+  KvCache c(hp.n_layer, 64, int64_t{hp.n_head_kv} * hp.head_dim);
+  ForwardScratch s;
+  s.device = ds->get();
+  ThreadPool pool(1);
+  std::vector<float> logits;
+  const SeqStep step{&c, 0, 1};
+  Status st = llama_forward_multi(*m, std::span(&step, 1), s, pool, &logits);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("host only"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace hc
