@@ -103,44 +103,52 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
 }
 
-// Layer il's FFN once each token's firing mask sc.fire [n_tok, n_ff] is known (from the
-// thresholds or the predictor): the union set, then the dense FFN masked (a large set) or
-// gate (unless gate_done: the dense gate is already in `gate`), up and down over the set, each
-// token's h zeroed outside its own set.
-void ffn_over_set(const LlamaModel& model, const SparseFfn& sparse, int il, bool gate_done,
-                  ops::MatmulInput& in, float* gate, float* up, float* out, SparseScratch& sc,
-                  ThreadPool& pool) {
+// Layer il's FFN over candidate neurons whose firing is known: cfire [n_tok, n_cand] says
+// whether token t fires candidate c, the neuron cand[c] (cand null: every neuron, c = i).
+// gate_vals [n_tok, n_cand] is gate over the candidates when already computed, else null (gate
+// then runs over the fired set only). The union over tokens is the set; each token's h is
+// zeroed outside its own set. dense_gate (the whole-layer case only, cand null): a set larger
+// than max_union_share runs the dense FFN masked instead, gate in dense_gate ([n_tok, n_ff],
+// already computed when gate_vals == dense_gate) and up in dense_up.
+void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int il,
+                         ops::MatmulInput& in, const int32_t* cand, int64_t n_cand,
+                         const uint8_t* cfire, const float* gate_vals, float* dense_gate,
+                         float* dense_up, float* out, SparseScratch& sc, ThreadPool& pool) {
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
-  const uint8_t* fire = sc.fire.data();
-  sc.mark.assign(static_cast<size_t>(n_ff), 0);
+  const int64_t n_tok = in.n_tok();
+  // The union, token rows outer (each row of cfire is read once, contiguously).
+  sc.mark.assign(static_cast<size_t>(n_cand), 0);
   for (int64_t t = 0; t < n_tok; ++t) {
-    for (int64_t i = 0; i < n_ff; ++i) {
-      sc.mark[i] |= fire[t * n_ff + i];
-      sc.stats.fired += fire[t * n_ff + i];
+    for (int64_t c = 0; c < n_cand; ++c) {
+      sc.mark[c] |= cfire[t * n_cand + c];
+      sc.stats.fired += cfire[t * n_cand + c];
     }
   }
-  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
-  sc.idx.clear();
-  for (int64_t i = 0; i < n_ff; ++i)
-    if (sc.mark[i]) sc.idx.push_back(static_cast<int32_t>(i));
-  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
-  if (n_idx > sparse.max_union_share() * static_cast<double>(n_ff)) {
-    // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
-    if (!gate_done) ops::matmul(L.ffn_gate, in, gate, pool);
-    ops::matmul(L.ffn_up, in, up, pool);
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* g = gate + t * n_ff;
-      apply_act(hp, g, up + t * n_ff, n_ff);
-      for (int64_t i = 0; i < n_ff; ++i)
-        if (!fire[t * n_ff + i]) g[i] = 0.0f;
+  sc.idx.clear();  // neuron indices of the set
+  sc.sel.clear();  // their candidate positions
+  for (int64_t c = 0; c < n_cand; ++c)
+    if (sc.mark[c]) {
+      sc.idx.push_back(cand ? cand[c] : static_cast<int32_t>(c));
+      sc.sel.push_back(static_cast<int32_t>(c));
     }
-    ffn_down_dense(L, gate, n_tok, out, pool, in, sc.iota);
-    sc.stats.computed += static_cast<uint64_t>(n_tok * n_ff);
+  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
+  if (dense_gate && n_idx > sparse.max_union_share() * static_cast<double>(n_cand)) {
+    // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
+    if (gate_vals != dense_gate) ops::matmul(L.ffn_gate, in, dense_gate, pool);
+    ops::matmul(L.ffn_up, in, dense_up, pool);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* g = dense_gate + t * n_cand;
+      apply_act(hp, g, dense_up + t * n_cand, n_cand);
+      for (int64_t i = 0; i < n_cand; ++i)
+        if (!cfire[t * n_cand + i]) g[i] = 0.0f;
+    }
+    ffn_down_dense(L, dense_gate, n_tok, out, pool, in, sc.iota);
+    sc.stats.computed += static_cast<uint64_t>(n_tok * n_cand);
     sc.stats.dense_batches += 1;
     return;
   }
+  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
   if (n_idx == 0) {
     std::fill(out, out + n_tok * hp.n_embd, 0.0f);
     return;
@@ -149,16 +157,16 @@ void ffn_over_set(const LlamaModel& model, const SparseFfn& sparse, int il, bool
     sc.gs.resize(n_tok * n_idx);
     sc.us.resize(n_tok * n_idx);
   }
-  if (gate_done) {
+  if (gate_vals) {
     for (int64_t t = 0; t < n_tok; ++t)
-      for (int64_t j = 0; j < n_idx; ++j) sc.gs[t * n_idx + j] = gate[t * n_ff + sc.idx[j]];
+      for (int64_t j = 0; j < n_idx; ++j)
+        sc.gs[t * n_idx + j] = gate_vals[t * n_cand + sc.sel[j]];
   } else {
     ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
   }
   up_act_down(model, sparse, il, in,
-              [&](int64_t t, int64_t j) { return fire[t * n_ff + sc.idx[j]] != 0; }, out, sc,
+              [&](int64_t t, int64_t j) { return cfire[t * n_cand + sc.sel[j]] != 0; }, out, sc,
               pool);
-  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
 }
 
 }  // namespace
@@ -194,7 +202,9 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sparse.use_predictor()) {
     predict_firing(model, sparse, il, in, sc, pool);
-    ffn_over_set(model, sparse, il, /*gate_done=*/false, in, gate, up, out, sc, pool);
+    sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+    ffn_over_candidates(model, sparse, il, in, nullptr, n_ff, sc.fire.data(), nullptr, gate, up,
+                        out, sc, pool);
     return;
   }
   // Thresholds: every neuron's gate, then |act(gate)| > threshold (0 for exact ReLU).
@@ -204,7 +214,9 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
   if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
   for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = std::fabs(sc.act[i]) > tau;
-  ffn_over_set(model, sparse, il, /*gate_done=*/true, in, gate, up, out, sc, pool);
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  ffn_over_candidates(model, sparse, il, in, nullptr, n_ff, sc.fire.data(), gate, gate, up, out,
+                      sc, pool);
 }
 
 void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
@@ -228,9 +240,9 @@ void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
-  // sc.act [n_tok, n_cand]: the firing test's input (gate over the candidates) or, with a
-  // predictor, unused; cfire [n_tok, n_cand] whether token t fires candidate c.
-  std::vector<uint8_t>& cfire = sc.mark;
+  // cfire [n_tok, n_cand]: token t fires candidate c. Thresholds: gate over the candidates only
+  // (sc.logit), act in sc.act; predictor: the candidates' columns of predict_firing's mask.
+  std::vector<uint8_t>& cfire = sc.cfire;
   if (cfire.size() < static_cast<size_t>(n_tok * n_cand)) cfire.resize(n_tok * n_cand);
   const bool pred = sparse.use_predictor();
   if (!pred) {
@@ -244,40 +256,8 @@ void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
     for (int64_t t = 0; t < n_tok; ++t)
       for (int64_t c = 0; c < n_cand; ++c) cfire[t * n_cand + c] = sc.fire[t * n_ff + cand[c]];
   }
-  // The union over tokens, as candidate positions (sel) and neuron indices (idx).
-  sc.idx.clear();
-  sc.sel.clear();
-  for (int64_t c = 0; c < n_cand; ++c) {
-    uint8_t any = 0;
-    for (int64_t t = 0; t < n_tok; ++t) {
-      any |= cfire[t * n_cand + c];
-      sc.stats.fired += cfire[t * n_cand + c];
-    }
-    if (any) {
-      sc.idx.push_back(cand[c]);
-      sc.sel.push_back(static_cast<int32_t>(c));
-    }
-  }
-  const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
-  sc.stats.computed += static_cast<uint64_t>(n_tok * n_idx);
-  if (n_idx == 0) {
-    std::fill(out, out + n_tok * hp.n_embd, 0.0f);
-    return;
-  }
-  if (sc.gs.size() < static_cast<size_t>(n_tok * n_idx)) {
-    sc.gs.resize(n_tok * n_idx);
-    sc.us.resize(n_tok * n_idx);
-  }
-  if (pred) {
-    ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
-  } else {
-    for (int64_t t = 0; t < n_tok; ++t)
-      for (int64_t j = 0; j < n_idx; ++j)
-        sc.gs[t * n_idx + j] = sc.logit[t * n_cand + sc.sel[j]];
-  }
-  up_act_down(model, sparse, il, in,
-              [&](int64_t t, int64_t j) { return cfire[t * n_cand + sc.sel[j]] != 0; }, out, sc,
-              pool);
+  ffn_over_candidates(model, sparse, il, in, cand, n_cand, cfire.data(),
+                      pred ? nullptr : sc.logit.data(), nullptr, nullptr, out, sc, pool);
 }
 
 }  // namespace hc

@@ -87,12 +87,13 @@ struct SparseStats {
 // Buffers of one session's sparse FFN (kept between calls: decode allocates nothing).
 struct SparseScratch {
   std::vector<int32_t> idx;   // the union firing set, ascending
-  std::vector<uint8_t> mark;  // [n_ff]
+  std::vector<uint8_t> mark;  // [n_cand] the union: some token fires candidate c
   std::vector<float> act;     // [n_tok, n_ff] act(gate)
   std::vector<uint8_t> fire;  // [n_tok, n_ff] 1 where the token fires the neuron
   std::vector<float> gs, us;  // [n_tok, |S|] gate and up over the set (gs becomes h)
   std::vector<int32_t> iota;  // 0 .. n_ff - 1 (ffn_down_dense)
-  std::vector<int32_t> sel;   // sparse_ffn_subset: candidate positions of the union
+  std::vector<int32_t> sel;   // candidate positions of the union set (idx[j] = cand[sel[j]])
+  std::vector<uint8_t> cfire;  // sparse_ffn_subset: [n_tok, n_cand] firing of the candidates
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
   ops::MatmulInput pred_in;       // predictor: fc2's input
   SparseStats stats;
