@@ -81,14 +81,11 @@ Status plan(const PlanFlags& f) {
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.stats));
   HC_TRY(stats.check_matches(model->hparams()).with_context("--stats '" + f.stats + "'"));
-  const uint64_t budget =
-      static_cast<uint64_t>(static_cast<double>(f.device.vram_budget_gib) * 1073741824.0);
+  const uint64_t budget = gib_to_bytes(f.device.vram_budget_gib);
   HC_ASSIGN_OR_RETURN(std::shared_ptr<ops::Device> dev, open_device_from_flags(f.device, 0));
-  const int n_ctx = session_params(f.model).n_ctx > 0
-                        ? session_params(f.model).n_ctx
-                        : std::min(model->hparams().n_ctx_train, 4096);
+  const int n_ctx = session_ctx(*model, f.model.ctx);
   HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw,
-                      measure_hardware(*dev, *model, n_ctx, f.model.threads, f.host_gbps));
+                      measure_hardware(*dev, *model, f.model.threads, f.host_gbps));
   if (f.dev_gbps > 0) hw.dev_gbps = f.dev_gbps;
   if (f.link_gbps > 0) hw.link_gbps = f.link_gbps;
   if (f.op_us >= 0) hw.op_us = f.op_us;

@@ -1,10 +1,9 @@
 #include "app/device_setup.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "app/plan_input.h"
 #include "core/log.h"
@@ -39,23 +38,9 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
 
 namespace {
 
-uint64_t gib_to_bytes(float gib) {
-  return static_cast<uint64_t>(static_cast<double>(gib) * 1024.0 * 1024.0 * 1024.0);
-}
-
 std::string default_plan_cache() {
   const char* home = std::getenv("HOME");
   return std::string(home && *home ? home : "/tmp") + "/.cache/hotcold/plans";
-}
-
-Status make_dirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i < dir.size() && dir[i] != '/') continue;
-    const std::string part = dir.substr(0, i);
-    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
-      return Status::Error("cannot create directory '" + part + "'");
-  }
-  return Status::Ok();
 }
 
 // llama.cpp's automatic offload under a budget: the most trailing layers whose weights, KV
@@ -104,7 +89,7 @@ Result<sparse::PlacementPlan> plan_for(const DeviceFlags& f, const SparseFlags& 
   }
   HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(sf.stats));
   HC_TRY(stats.check_matches(hp).with_context("--stats '" + sf.stats + "'"));
-  HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(dev, model, n_ctx));
+  HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(dev, model));
   HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
                       plan_input_for(model, stats, hw, n_ctx, sparse.use_predictor()));
   sparse::PlannerOptions po;
@@ -112,14 +97,16 @@ Result<sparse::PlacementPlan> plan_for(const DeviceFlags& f, const SparseFlags& 
   HC_ASSIGN_OR_RETURN(sparse::PlanResult r, sparse::plan_best(in, po));
   r.plan.model_id = model_id;
   r.plan.stats_id = stats_id;
-  if (make_dirs(dir).ok()) {
-    const Status st = write_then_rename(path, [&](const std::string& tmp) {
-      return sparse::write_plan(tmp, r.plan);
-    });
-    if (!st.ok()) HC_LOG_WARN("placement plan not cached: %s", st.message().c_str());
-  }
-  HC_LOG_INFO("placement plan: %s won (predicted %.1f tok/s), cached as %s", r.solver.c_str(),
-              r.prediction.tok_s, path.c_str());
+  HC_LOG_INFO("placement plan: %s won (predicted %.1f tok/s)", r.solver.c_str(),
+              r.prediction.tok_s);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const Status st = ec ? Status::Error("cannot create '" + dir + "': " + ec.message())
+                       : write_then_rename(path, [&](const std::string& tmp) {
+                           return sparse::write_plan(tmp, r.plan);
+                         });
+  if (st.ok()) HC_LOG_INFO("placement plan cached as %s", path.c_str());
+  else HC_LOG_WARN("placement plan not cached: %s", st.message().c_str());
   return std::move(r.plan);
 }
 

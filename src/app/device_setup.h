@@ -24,6 +24,10 @@ struct DeviceFlags {
 
 void add_device_flags(ArgParser& p, DeviceFlags* f);
 
+inline uint64_t gib_to_bytes(float gib) {
+  return static_cast<uint64_t>(static_cast<double>(gib) * 1024.0 * 1024.0 * 1024.0);
+}
+
 // A hybrid sparse FFN reads the host's cold gate rows one by one (sparse_rows) and never the
 // decode layout: keep ffn_gate in the file's layout (no repacked duplicate in host memory; the
 // hot rows' pages are then never touched on the host).

@@ -36,7 +36,7 @@ uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx) {
 }
 
 Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const LlamaModel& model,
-                                                 int n_ctx, int n_threads, double host_gbps) {
+                                                 int n_threads, double host_gbps) {
   sparse::HardwareProfile hw;
   if (host_gbps > 0) {
     hw.host_gbps = host_gbps;
@@ -57,7 +57,6 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.dev_overhead_bytes = dev.overhead_bytes();
   hw.dev_fixed_bytes = DeviceSession::scratch_bytes(model.hparams(), kForwardUbatch, true, false,
                                                     true, false);
-  (void)n_ctx;
   return hw;
 }
 

@@ -22,8 +22,7 @@ uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx);
 // Host read bandwidth (membw read probe, 64 MiB, on n_threads) unless host_gbps > 0, and the
 // device's profile and overhead; dev_fixed_bytes = a session's device scratch.
 Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const LlamaModel& model,
-                                                 int n_ctx, int n_threads = 2,
-                                                 double host_gbps = 0);
+                                                 int n_threads = 2, double host_gbps = 0);
 
 // Per-layer costs for the sparse FFN (predictor: the predicted set is read on both sides; else
 // the device computes all its hot neurons and the host reads every cold gate row).

@@ -4,18 +4,16 @@
 
 namespace hc {
 
-namespace {
-int pick_ctx(const LlamaModel& m, int requested) {
+int session_ctx(const LlamaModel& m, int requested) {
   if (requested > 0) return requested;
   return std::min(m.hparams().n_ctx_train, 4096);
 }
-}  // namespace
 
 Session::Session(std::shared_ptr<const LlamaModel> model, const SessionParams& params)
     : model_(std::move(model)),
       params_(params),
       pool_(params.n_threads),
-      cache_(model_->hparams().n_layer, pick_ctx(*model_, params.n_ctx),
+      cache_(model_->hparams().n_layer, session_ctx(*model_, params.n_ctx),
              int64_t{model_->hparams().n_head_kv} * model_->hparams().head_dim) {
   if (params_.n_batch < 1) params_.n_batch = 1;
 }

@@ -20,6 +20,10 @@ struct SessionParams {
   int n_batch = 512;  // prompt tokens evaluated per forward pass
 };
 
+// The context a session gets for SessionParams::n_ctx == requested (0: the model's training
+// context, capped at 4096).
+int session_ctx(const LlamaModel& m, int requested);
+
 class Session {
  public:
   Session(std::shared_ptr<const LlamaModel> model, const SessionParams& params);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace hc {
 
@@ -180,19 +181,51 @@ Result<void*> DeviceSession::host_alloc(uint64_t bytes) {
   return p;
 }
 
+namespace {
+
+// What a session needs on the device besides the KV cache.
+struct Needs {
+  bool attn = false, dense = false, hot = false, output = false;
+};
+
+// Every device buffer of a session, in one list that both allocation (create) and the
+// planners' estimate (scratch_bytes) read: fn(member, bytes, what) per buffer, member being the
+// DeviceSession pointer the allocation goes to.
+template <class Fn>
+void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) {
+  const uint64_t f = sizeof(float), kv_dim = static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim;
+  const uint64_t embd = T * hp.n_embd * f, qd = T * hp.n_head * hp.head_dim * f,
+                 kvd = T * kv_dim * f, ff = T * hp.n_ff * f;
+  fn(&DeviceSession::x, embd, "activations (x)");
+  fn(&DeviceSession::xb, embd, "activations (xb)");
+  fn(&DeviceSession::proj, embd, "activations (proj)");
+  if (n.attn) {
+    fn(&DeviceSession::q, qd, "activations (q)");
+    fn(&DeviceSession::k, kvd, "activations (k)");
+    fn(&DeviceSession::v, kvd, "activations (v)");
+    fn(&DeviceSession::att, qd, "activations (attention)");
+  }
+  if (n.dense) {
+    fn(&DeviceSession::gate, ff, "activations (gate)");
+    fn(&DeviceSession::up, ff, "activations (up)");
+  }
+  if (n.hot) {
+    fn(&DeviceSession::idx, static_cast<uint64_t>(hp.n_ff) * sizeof(int32_t), "hot index");
+    fn(&DeviceSession::fire, T * hp.n_ff, "hot firing mask");
+  }
+  if (n.output) fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
+}
+
+uint64_t rounded(uint64_t b) { return (b + 255) / 256 * 256; }  // allocation granularity
+
+}  // namespace
+
 uint64_t DeviceSession::scratch_bytes(const LlamaHParams& hp, int64_t max_tokens, bool attn,
                                      bool dense, bool hot, bool output) {
-  auto r = [](uint64_t b) { return (b + 255) / 256 * 256; };  // allocation granularity
-  const uint64_t T = static_cast<uint64_t>(max_tokens), f = sizeof(float);
-  const uint64_t kv_dim = static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim;
-  const uint64_t embd = r(T * hp.n_embd * f), qd = r(T * hp.n_head * hp.head_dim * f),
-                 kvd = r(T * kv_dim * f), ff = r(T * hp.n_ff * f);
-  uint64_t b = 3 * embd;
-  if (attn) b += 2 * qd + 2 * kvd;
-  if (dense) b += 2 * ff;
-  if (hot) b += r(static_cast<uint64_t>(hp.n_ff) * 4) + r(T * hp.n_ff);
-  if (output) b += r(T * hp.n_vocab * f);
-  return b;
+  uint64_t total = 0;
+  for_each_buffer(hp, static_cast<uint64_t>(max_tokens), Needs{attn, dense, hot, output},
+                  [&](auto, uint64_t bytes, const char*) { total += rounded(bytes); });
+  return total;
 }
 
 Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& dm, int n_ctx,
@@ -208,8 +241,12 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   const uint64_t kv_layer = static_cast<uint64_t>(n_ctx) * kv_dim * sizeof(fp16_t);
   s->k_.assign(static_cast<size_t>(hp.n_layer), nullptr);
   s->v_.assign(static_cast<size_t>(hp.n_layer), nullptr);
+  Needs needs;
   for (int il = 0; il < hp.n_layer; ++il) {
+    needs.dense |= dm.layer(il).ffn_dense;
+    needs.hot |= dm.layer(il).hybrid();
     if (!dm.layer(il).attn) continue;
+    needs.attn = true;
     const std::string kn = "KV cache (K) of layer " + std::to_string(il);
     const std::string vn = "KV cache (V) of layer " + std::to_string(il);
     HC_ASSIGN_OR_RETURN(void* k, s->dev_alloc(kv_layer, kn.c_str()));
@@ -218,53 +255,33 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
     s->v_[static_cast<size_t>(il)] = static_cast<fp16_t*>(v);
     s->kv_bytes_ += 2 * kv_layer;
   }
+  needs.output = dm.output_on_device();
   const uint64_t T = static_cast<uint64_t>(max_tokens);
-  const uint64_t f = sizeof(float);
-  const uint64_t embd = T * hp.n_embd * f, qd = T * hp.n_head * hp.head_dim * f,
-                 kvd = T * kv_dim * f, ff = T * hp.n_ff * f;
-  const bool any_attn = dm.n_attn_layers() > 0;
-  bool any_dense = false, any_hot = false;
-  for (int il = 0; il < hp.n_layer; ++il) {
-    any_dense |= dm.layer(il).ffn_dense;
-    any_hot |= dm.layer(il).hybrid();
-  }
-  auto fbuf = [&](float** dst, uint64_t bytes, const char* what) -> Status {
-    HC_ASSIGN_OR_RETURN(void* p, s->dev_alloc(bytes, what));
-    *dst = static_cast<float*>(p);
-    return Status::Ok();
-  };
-  HC_TRY(fbuf(&s->x, embd, "activations (x)"));
-  HC_TRY(fbuf(&s->xb, embd, "activations (xb)"));
-  HC_TRY(fbuf(&s->proj, embd, "activations (proj)"));
-  if (any_attn) {
-    HC_TRY(fbuf(&s->q, qd, "activations (q)"));
-    HC_TRY(fbuf(&s->k, kvd, "activations (k)"));
-    HC_TRY(fbuf(&s->v, kvd, "activations (v)"));
-    HC_TRY(fbuf(&s->att, qd, "activations (attention)"));
-  }
-  if (any_dense) {
-    HC_TRY(fbuf(&s->gate, ff, "activations (gate)"));
-    HC_TRY(fbuf(&s->up, ff, "activations (up)"));
-  }
-  if (any_hot) {
-    HC_ASSIGN_OR_RETURN(void* idx, s->dev_alloc(static_cast<uint64_t>(hp.n_ff) * 4, "hot index"));
-    HC_ASSIGN_OR_RETURN(void* fire, s->dev_alloc(T * hp.n_ff, "hot firing mask"));
-    s->idx = static_cast<int32_t*>(idx);
-    s->fire = static_cast<uint8_t*>(fire);
+  Status st = Status::Ok();
+  for_each_buffer(hp, T, needs, [&](auto member, uint64_t bytes, const char* what) {
+    if (!st.ok()) return;
+    auto p = s->dev_alloc(bytes, what);
+    using Ptr = std::remove_reference_t<decltype(s.get()->*member)>;
+    if (p.ok()) s.get()->*member = static_cast<Ptr>(*p);
+    else st = p.status();
+  });
+  HC_TRY(st);
+  // Pinned host staging for the copies.
+  const uint64_t embd = T * hp.n_embd * sizeof(float);
+  HC_ASSIGN_OR_RETURN(void* hx, s->host_alloc(embd));
+  HC_ASSIGN_OR_RETURN(void* ho, s->host_alloc(embd));
+  s->h_x = static_cast<float*>(hx);
+  s->h_out = static_cast<float*>(ho);
+  if (needs.hot) {
     HC_ASSIGN_OR_RETURN(void* hidx, s->host_alloc(static_cast<uint64_t>(hp.n_ff) * 4));
     HC_ASSIGN_OR_RETURN(void* hfire, s->host_alloc(T * hp.n_ff));
     s->h_idx = static_cast<int32_t*>(hidx);
     s->h_fire = static_cast<uint8_t*>(hfire);
   }
-  if (dm.output_on_device()) {
-    HC_TRY(fbuf(&s->logits, T * hp.n_vocab * f, "logits"));
-    HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * f));
+  if (needs.output) {
+    HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * sizeof(float)));
     s->h_logits = static_cast<float*>(hl);
   }
-  HC_ASSIGN_OR_RETURN(void* hx, s->host_alloc(embd));
-  HC_ASSIGN_OR_RETURN(void* ho, s->host_alloc(embd));
-  s->h_x = static_cast<float*>(hx);
-  s->h_out = static_cast<float*>(ho);
   return s;
 }
 

@@ -122,7 +122,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
                     s.proj.data(), sc, pool);
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
-  for (int64_t i = 0; i < n_tok * n_embd; ++i) s.proj[i] += ds.h_out[i];
+  ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * n_embd);
   return Status::Ok();
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../ops/ops_test_util.h"
 #include "core/dtype.h"
 #include "core/tensor_view.h"
 #include "ops/cuda/cuda_device.h"
@@ -26,21 +27,12 @@
 
 namespace hc::cuda_test {
 
-inline constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
-                                         GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                         GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+using ops_test::kAllTypes;  // every weight type the kernels support (tests/ops)
+using ops_test::randn;
 
 inline constexpr double kU = 1.0 / (1 << 24);    // fp32 unit roundoff
 inline constexpr double kU16 = 1.0 / (1 << 11);  // fp16 unit roundoff
 inline constexpr double kDotUlps = 16;
-
-inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Throws (gtest reports it as a test failure with the message) when a Status failed.
 inline void check(const Status& st, const std::string& what) {

@@ -91,14 +91,21 @@ float max_abs(const std::vector<float>& v) {
   return m;
 }
 
-class OffloadTypes : public ::testing::TestWithParam<GgmlType> {};
-
-TEST_P(OffloadTypes, EveryNglGivesTheHostLogitsBitForBit) {
+// The model both parameterised suites run: 3 layers, wide enough for the decode layouts.
+TinyModelSpec three_layers(GgmlType t, const char* activation) {
   TinyModelSpec spec;
-  spec.wtype = GetParam();
+  spec.wtype = t;
   spec.n_embd = 256;
   spec.n_ff = 512;
   spec.n_layer = 3;
+  spec.activation = activation;
+  return spec;
+}
+
+class OffloadTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(OffloadTypes, EveryNglGivesTheHostLogitsBitForBit) {
+  const TinyModelSpec spec = three_layers(GetParam(), "");
   TinyModel tm(spec);
   auto bytes = tm.bytes();
   auto m = testing::load_tiny(bytes, /*repack=*/true);
@@ -148,12 +155,7 @@ std::vector<std::vector<int32_t>> hot_sets(int n_layer, int n_ff, int kind) {
 class HybridTypes : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
-  TinyModelSpec spec;
-  spec.wtype = GetParam();
-  spec.n_embd = 256;
-  spec.n_ff = 512;
-  spec.n_layer = 3;
-  spec.activation = "relu";
+  const TinyModelSpec spec = three_layers(GetParam(), "relu");
   TinyModel tm(spec);
   auto bytes = tm.bytes();
   auto m = testing::load_tiny(bytes, /*repack=*/true);

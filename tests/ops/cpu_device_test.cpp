@@ -13,10 +13,13 @@
 #include "ops/cpu/ops.h"
 #include "ops/cpu/repack.h"
 #include "ops/cpu/sparse.h"
+#include "ops_test_util.h"
 #include "quant/quant.h"
 
 namespace hc::ops {
 namespace {
+
+using ops_test::randn;
 
 std::unique_ptr<Device> open(uint64_t budget = 0, int threads = 1, double emulate = 0,
                              double link = 16) {
@@ -29,14 +32,6 @@ std::unique_ptr<Device> open(uint64_t budget = 0, int threads = 1, double emulat
   auto d = open_cpu_device(o);
   EXPECT_TRUE(d.ok()) << d.message();
   return d.ok() ? std::move(*d) : nullptr;
-}
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
 }
 
 // A [rows, cols] matrix of type t (quantised from random floats).

@@ -4,10 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdlib>
+#include <new>
 #include <cstring>
-#include <deque>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,6 +30,26 @@ namespace hc::ops {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// One queued operation: the callable is stored in place (a handful of pointers, sizes and
+// TensorViews), so queueing allocates nothing per operation, unlike std::function.
+class QueuedOp {
+ public:
+  template <class F>
+  void set(F f) {
+    static_assert(sizeof(F) <= kCapacity && alignof(F) <= alignof(std::max_align_t));
+    static_assert(std::is_trivially_copyable_v<F> && std::is_trivially_destructible_v<F>,
+                  "queued operations capture plain values only");
+    ::new (static_cast<void*>(buf_)) F(f);
+    run_ = [](const void* p) { (*static_cast<const F*>(p))(); };
+  }
+  void operator()() const { run_(buf_); }
+
+ private:
+  static constexpr size_t kCapacity = 256;
+  alignas(std::max_align_t) unsigned char buf_[kCapacity];
+  void (*run_)(const void*) = nullptr;
+};
 
 std::string mib(uint64_t b) {
   char buf[32];
@@ -228,7 +249,7 @@ class CpuDevice final : public Device {
 
   Status sync() override {
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return queue_.empty() && !busy_; });
+    done_cv_.wait(lk, [this] { return count_ == 0 && !busy_; });
     return Status::Ok();
   }
 
@@ -360,27 +381,40 @@ class CpuDevice final : public Device {
     sparse_down(down_t, idx_.data(), n_idx, gs_.data(), n_tok, out, pool_);
   }
 
-  void enqueue(std::function<void()> op) {
+  // A ring of QueuedOps; it doubles (under the lock) only when more operations are queued at
+  // once than ever before, so steady-state decode allocates nothing here.
+  template <class F>
+  void enqueue(F f) {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      queue_.push_back(std::move(op));
+      if (count_ == ring_.size()) grow();
+      ring_[(head_ + count_) % ring_.size()].set(f);
+      ++count_;
     }
     cv_.notify_one();
+  }
+
+  void grow() {
+    std::vector<QueuedOp> bigger(std::max<size_t>(64, 2 * ring_.size()));
+    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    ring_ = std::move(bigger);
+    head_ = 0;
   }
 
   void work() {
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ with nothing left
-      std::function<void()> op = std::move(queue_.front());
-      queue_.pop_front();
+      cv_.wait(lk, [this] { return stop_ || count_ > 0; });
+      if (count_ == 0) return;  // stop_ with nothing left
+      const QueuedOp op = ring_[head_];
+      head_ = (head_ + 1) % ring_.size();
+      --count_;
       busy_ = true;
       lk.unlock();
       op();
       lk.lock();
       busy_ = false;
-      if (queue_.empty()) done_cv_.notify_all();
+      if (count_ == 0) done_cv_.notify_all();
     }
   }
 
@@ -400,7 +434,8 @@ class CpuDevice final : public Device {
   // Queue.
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  std::deque<std::function<void()>> queue_;
+  std::vector<QueuedOp> ring_;
+  size_t head_ = 0, count_ = 0;
   bool busy_ = false, stop_ = false;
   std::thread worker_;  // last: starts after everything above is built
 };
