@@ -231,7 +231,6 @@ void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
 Status bench(const BenchFlags& fl) {
   BenchFlags f = fl;
   f.sparse.apply_to(&f.model);
-  apply_device_to(f.device, f.sparse, &f.model);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   HC_ASSIGN_OR_RETURN(const Bandwidth bw, read_bandwidth(f));

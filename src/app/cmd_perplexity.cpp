@@ -37,7 +37,6 @@ Status perplexity(const PplFlags& f) {
   ModelFlags mf = f.model;
   if (mf.ctx == 0) mf.ctx = 512;
   f.sparse.apply_to(&mf);
-  apply_device_to(f.device, f.sparse, &mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   const Tokenizer& tok = model->tokenizer();

@@ -33,7 +33,6 @@ Status write_floats(const std::string& path, const std::vector<float>& v) {
 Status run(const RunFlags& f) {
   ModelFlags mf = f.model;
   f.sparse.apply_to(&mf);
-  apply_device_to(f.device, f.sparse, &mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   std::string prompt = f.prompt;

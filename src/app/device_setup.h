@@ -28,13 +28,6 @@ inline uint64_t gib_to_bytes(float gib) {
   return static_cast<uint64_t>(static_cast<double>(gib) * 1024.0 * 1024.0 * 1024.0);
 }
 
-// A hybrid sparse FFN reads the host's cold gate rows one by one (sparse_rows) and never the
-// decode layout: keep ffn_gate in the file's layout (no repacked duplicate in host memory; the
-// hot rows' pages are then never touched on the host).
-inline void apply_device_to(const DeviceFlags& d, const SparseFlags& s, ModelFlags* m) {
-  if (d.enabled() && s.enabled()) m->sparse_gate = true;
-}
-
 // Opens the device the flags name (auto: CUDA when a GPU is visible, else the CPU device).
 Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f,
                                                             uint64_t budget_bytes);
