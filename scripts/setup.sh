@@ -45,9 +45,11 @@ MODELS="$CACHE/models"
 # libcpp-httplib-dev + nlohmann-json3-dev: `hotcold serve`. chromium: the web chat test (driven by
 # Playwright with executable_path; Playwright's own browser download is never used).
 # clang + libclang-rt-14-dev: the libFuzzer target (tests/fuzz).
+# zlib1g-dev: hc_eval reads HumanEval.jsonl.gz; python3 (/usr/bin): the eval sandbox runs generated
+# code with it.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
               python3-torch libopenblas0-openmp libcpp-httplib-dev nlohmann-json3-dev chromium
-              clang libclang-rt-14-dev libglpk-dev)
+              clang libclang-rt-14-dev libglpk-dev zlib1g-dev python3)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 # openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
