@@ -10,6 +10,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/device_setup.h"
+#include "app/dynamic_setup.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/membw.h"
@@ -24,6 +25,7 @@ struct BenchFlags {
   ModelFlags model;
   SparseFlags sparse;
   DeviceFlags device;
+  DynamicFlags dynamic;
   int n_prompt = 512;
   int n_gen = 128;
   int reps = 5;
@@ -240,7 +242,10 @@ Status bench(const BenchFlags& fl) {
   sp.n_batch = std::max(f.model.batch, f.n_prompt);
   Session session(model, sp);
   session.set_sparse(sparse);
-  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
+  DeviceModel* placed = nullptr;
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse, &placed));
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DynamicSparsity> dyn,
+                      attach_dynamic(session, f.dynamic, sparse.get(), placed, f.sparse.stats));
   std::vector<double> pp, tg;
   const auto prompt = random_tokens(f.n_prompt, n_vocab, 1);
   if (f.n_prompt > 0) HC_TRY(run_pp(session, prompt).status());  // warm-up: page in weights
@@ -296,6 +301,26 @@ Status bench(const BenchFlags& fl) {
                   static_cast<unsigned long long>(st.dense_batches));
     }
   }
+  if (dyn) {  // over every test and repetition above
+    const DynamicTotals& t = dyn->totals();
+    double thr = 0;
+    for (float v : dyn->thresholds()) thr += v;
+    thr /= static_cast<double>(std::max<size_t>(1, dyn->thresholds().size()));
+    if (f.json) {
+      std::printf("{\"dynamic\": {\"audited_tokens\": %llu, \"recall\": %.5f, \"sparsity\": %.4f, "
+                  "\"device_mass_share\": %.4f, \"mean_threshold\": %.6g, \"swaps\": %llu, "
+                  "\"migrated_mib\": %.2f, \"observe_s\": %.4f, \"migrate_s\": %.4f}}\n",
+                  static_cast<unsigned long long>(t.audited_tokens), t.recall(), t.sparsity(),
+                  t.device_mass_share(), thr, static_cast<unsigned long long>(t.swaps),
+                  t.migrated_bytes / 1048576.0, t.observe_seconds, t.migrate_seconds);
+    } else {
+      std::printf("\n| audited tokens | recall of activation mass | sparsity | firing mass on device | mean threshold | neurons migrated | observe s | migrate s |\n"
+                  "|---|---|---|---|---|---|---|---|\n| %llu | %.4f | %.1f%% | %.1f%% | %.4g | %llu | %.3f | %.3f |\n",
+                  static_cast<unsigned long long>(t.audited_tokens), t.recall(),
+                  100.0 * t.sparsity(), 100.0 * t.device_mass_share(), thr,
+                  static_cast<unsigned long long>(t.swaps), t.observe_seconds, t.migrate_seconds);
+    }
+  }
   return Status::Ok();
 }
 
@@ -308,6 +333,7 @@ int cmd_bench(const Args& args) {
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);
+  add_dynamic_flags(p, &f.dynamic);
   p.add_int("-p,--n-prompt", &f.n_prompt, "prompt tokens per pp test; 0 = skip");
   p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip");
   p.add_int("-r,--repetitions", &f.reps, "repetitions of each test");

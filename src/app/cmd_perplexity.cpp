@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/device_setup.h"
+#include "app/dynamic_setup.h"
 #include "core/log.h"
 
 namespace hc {
@@ -19,18 +20,10 @@ struct PplFlags {
   ModelFlags model;
   SparseFlags sparse;
   DeviceFlags device;
+  DynamicFlags dynamic;
   std::string file;
   int chunks = -1;
 };
-
-// -log p(token) under softmax(logits), accumulated in double like llama.cpp.
-double nll_of(const float* logits, int n_vocab, int32_t token) {
-  float mx = logits[0];
-  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0.0;
-  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
-  return std::log(sum) - static_cast<double>(logits[token] - mx);
-}
 
 Status perplexity(const PplFlags& f) {
   HC_ASSIGN_OR_RETURN(std::string text, read_text_file(f.file));
@@ -41,7 +34,6 @@ Status perplexity(const PplFlags& f) {
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   const Tokenizer& tok = model->tokenizer();
   const int n_ctx = mf.ctx;
-  const int n_vocab = model->hparams().n_vocab;
   const std::vector<int32_t> tokens = tok.encode(text, /*add_special=*/true, /*parse_special=*/false);
   if (static_cast<int64_t>(tokens.size()) < 2LL * n_ctx)
     return Status::Error("need at least " + std::to_string(2 * n_ctx) + " tokens (2 * -c), '" +
@@ -55,38 +47,26 @@ Status perplexity(const PplFlags& f) {
   sp.n_batch = std::max(mf.batch, n_ctx);
   Session session(model, sp);
   session.set_sparse(sparse);
-  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
-  const int first = n_ctx / 2;
-  double nll = 0.0, nll2 = 0.0;
-  int64_t count = 0;
+  DeviceModel* placed = nullptr;
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse, &placed));
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DynamicSparsity> dyn,
+                      attach_dynamic(session, f.dynamic, sparse.get(), placed, f.sparse.stats));
   const double t0 = now_seconds();
-  for (int c = 0; c < n_chunk; ++c) {
-    std::vector<int32_t> chunk(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx);
-    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    session.truncate(0);
-    HC_TRY(session.eval(chunk, /*all_logits=*/true));
-    const std::vector<float>& logits = session.logits();
-    for (int j = first; j < n_ctx - 1; ++j) {
-      const double v = nll_of(logits.data() + int64_t{j} * n_vocab, n_vocab, tokens[int64_t{c} * n_ctx + j + 1]);
-      nll += v;
-      nll2 += v * v;
-      ++count;
-    }
-    std::fprintf(stderr, "[%d]%.4f,", c + 1, std::exp(nll / count));
-    if (c == 0) std::fprintf(stderr, " (%.2f s per chunk) ", now_seconds() - t0);
-    std::fflush(stderr);
-  }
+  HC_ASSIGN_OR_RETURN(
+      const PplResult r,
+      score_perplexity(session, tokens, n_ctx, n_chunk, [&](int c, const PplResult& run) {
+        std::fprintf(stderr, "[%d]%.4f,", c + 1, run.ppl);
+        if (c == 0) std::fprintf(stderr, " (%.2f s per chunk) ", now_seconds() - t0);
+        std::fflush(stderr);
+      }));
   std::fputc('\n', stderr);
-  const double mean = nll / count;
-  const double ppl = std::exp(mean);
-  const double var = nll2 / count - mean * mean;
-  const double err = var > 0 && count > 1 ? std::sqrt(var / (count - 1)) * ppl : 0.0;
-  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+  std::printf("Final estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.err);
   if (sparse) {
     const SparseStats& st = session.sparse_stats();
     std::printf("FFN sparsity: %.2f%% of activations skipped, %.2f%% of neuron rows computed\n",
                 100.0 * st.sparsity(), st.neurons ? 100.0 * double(st.computed) / double(st.neurons) : 0.0);
   }
+  if (dyn) HC_LOG_INFO("%s", dyn->summary().c_str());
   return Status::Ok();
 }
 
@@ -98,6 +78,7 @@ int cmd_perplexity(const Args& args) {
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);
+  add_dynamic_flags(p, &f.dynamic);
   p.add_string("-f,--file", &f.file, "text file to score (required)");
   p.add_int("--chunks", &f.chunks, "score at most this many chunks (default: all)");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;

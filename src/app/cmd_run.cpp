@@ -5,6 +5,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/device_setup.h"
+#include "app/dynamic_setup.h"
 #include "core/log.h"
 
 namespace hc {
@@ -17,6 +18,7 @@ struct RunFlags {
   ModelFlags model;
   SparseFlags sparse;
   DeviceFlags device;
+  DynamicFlags dynamic;
   std::string prompt, file, seed, logits_out;
   int n_predict = 128;
   bool ids = false, ignore_eos = false, no_bos = false;
@@ -47,7 +49,10 @@ Status run(const RunFlags& f) {
   }
   Session session(model, session_params(f.model));
   session.set_sparse(sparse);
-  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse));
+  DeviceModel* placed = nullptr;
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse, &placed));
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DynamicSparsity> dyn,
+                      attach_dynamic(session, f.dynamic, sparse.get(), placed, f.sparse.stats));
   if (static_cast<int>(tokens.size()) >= session.n_ctx())
     return Status::Error("prompt is " + std::to_string(tokens.size()) +
                          " tokens but the context holds " + std::to_string(session.n_ctx()) +
@@ -78,6 +83,7 @@ Status run(const RunFlags& f) {
               n_gen / std::max(t_gen, 1e-9));
   if (sparse)
     HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped", 100.0 * session.sparse_stats().sparsity());
+  if (dyn) HC_LOG_INFO("%s", dyn->summary().c_str());
   return Status::Ok();
 }
 
@@ -89,6 +95,7 @@ int cmd_run(const Args& args) {
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);
+  add_dynamic_flags(p, &f.dynamic);
   p.add_string("-p,--prompt", &f.prompt, "prompt text");
   p.add_string("-f,--file", &f.file, "read the prompt from a file");
   p.add_int("-n,--n-predict", &f.n_predict, "tokens to generate (default 128)");

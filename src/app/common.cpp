@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -125,38 +126,90 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
   return m;
 }
 
+ProgressBar::ProgressBar(std::string label, int64_t total, std::string unit)
+    : label_(std::move(label)), unit_(std::move(unit)), total_(total),
+      tty_(isatty(fileno(stderr)) != 0), t0_(now_seconds()) {}
+
+void ProgressBar::update(int64_t done, double tokens, const std::string& extra) {
+  const int tenth = total_ > 0 ? static_cast<int>(done * 10 / total_) : 10;
+  if (!tty_ && tenth == last_tenth_ && done != total_) return;
+  last_tenth_ = tenth;
+  constexpr int kWidth = 30;
+  const int fill = total_ > 0 ? static_cast<int>(done * kWidth / total_) : kWidth;
+  const double dt = now_seconds() - t0_;
+  const double tps = dt > 0 ? tokens / dt : 0.0;
+  const double eta = done > 0 ? dt / static_cast<double>(done) * static_cast<double>(total_ - done) : 0.0;
+  std::fprintf(stderr, "%s%s [%s%s] %lld/%lld %s, %.1f tokens/s, ETA %d:%02d%s%s%s",
+               tty_ ? "\r" : "", label_.c_str(), std::string(static_cast<size_t>(fill), '#').c_str(),
+               std::string(static_cast<size_t>(kWidth - fill), '.').c_str(),
+               static_cast<long long>(done), static_cast<long long>(total_), unit_.c_str(), tps,
+               static_cast<int>(eta) / 60, static_cast<int>(eta) % 60, extra.empty() ? "" : ", ",
+               extra.c_str(), tty_ ? "  " : "\n");
+  if (tty_ && done == total_) std::fputc('\n', stderr);
+  std::fflush(stderr);
+}
+
 Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
                           int n_chunk, const char* label) {
   const Tokenizer& tok = session.model().tokenizer();
-  const bool tty = isatty(fileno(stderr)) != 0;
-  const double t0 = now_seconds();
-  int last_tenth = -1;
-  auto progress = [&](int done) {
-    const int tenth = n_chunk > 0 ? done * 10 / n_chunk : 10;
-    if (!tty && tenth == last_tenth && done != n_chunk) return;
-    last_tenth = tenth;
-    constexpr int kWidth = 30;
-    const int fill = n_chunk > 0 ? done * kWidth / n_chunk : kWidth;
-    const double dt = now_seconds() - t0;
-    const double tps = dt > 0 ? static_cast<double>(done) * n_ctx / dt : 0.0;
-    const double eta = done > 0 ? dt / done * (n_chunk - done) : 0.0;
-    std::fprintf(stderr, "%s%s [%s%s] %d/%d chunks, %.1f tokens/s, ETA %d:%02d%s", tty ? "\r" : "",
-                 label, std::string(static_cast<size_t>(fill), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - fill), '.').c_str(), done, n_chunk, tps,
-                 static_cast<int>(eta) / 60, static_cast<int>(eta) % 60, tty ? "  " : "\n");
-    if (tty && done == n_chunk) std::fputc('\n', stderr);
-    std::fflush(stderr);
-  };
-  progress(0);
+  ProgressBar bar(label, n_chunk, "chunks");
+  bar.update(0, 0);
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
   for (int c = 0; c < n_chunk; ++c) {
     std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx, chunk.begin());
     if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
     session.truncate(0);
     HC_TRY(session.eval(chunk));
-    progress(c + 1);
+    bar.update(c + 1, static_cast<double>(c + 1) * n_ctx);
   }
   return Status::Ok();
+}
+
+double nll_of(const float* logits, int n_vocab, int32_t token) {
+  float mx = logits[0];
+  for (int i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  return std::log(sum) - static_cast<double>(logits[token] - mx);
+}
+
+Result<PplResult> score_perplexity(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
+                                   int n_chunk,
+                                   const std::function<void(int chunk, const PplResult&)>& on_chunk) {
+  const Tokenizer& tok = session.model().tokenizer();
+  const int n_vocab = session.model().hparams().n_vocab;
+  if (n_ctx < 4 || static_cast<int64_t>(tokens.size()) < int64_t{n_chunk} * n_ctx)
+    return Status::Error("perplexity: need " + std::to_string(int64_t{n_chunk} * n_ctx) +
+                         " tokens for " + std::to_string(n_chunk) + " chunks of " +
+                         std::to_string(n_ctx) + ", have " + std::to_string(tokens.size()));
+  const int first = n_ctx / 2;
+  double nll = 0.0, nll2 = 0.0;
+  PplResult r;
+  const double t0 = now_seconds();
+  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
+  for (int c = 0; c < n_chunk; ++c) {
+    std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx,
+              chunk.begin());
+    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
+    session.truncate(0);
+    HC_TRY(session.eval(chunk, /*all_logits=*/true));
+    const std::vector<float>& logits = session.logits();
+    for (int j = first; j < n_ctx - 1; ++j) {
+      const double v = nll_of(logits.data() + int64_t{j} * n_vocab, n_vocab,
+                              tokens[int64_t{c} * n_ctx + j + 1]);
+      nll += v;
+      nll2 += v * v;
+      ++r.count;
+    }
+    const double mean = nll / static_cast<double>(r.count);
+    r.ppl = std::exp(mean);
+    const double var = nll2 / static_cast<double>(r.count) - mean * mean;
+    r.err = var > 0 && r.count > 1 ? std::sqrt(var / static_cast<double>(r.count - 1)) * r.ppl : 0.0;
+    r.chunks = c + 1;
+    r.seconds = now_seconds() - t0;
+    if (on_chunk) on_chunk(c, r);
+  }
+  return r;
 }
 
 SessionParams session_params(const ModelFlags& f) {

@@ -62,6 +62,37 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
 // m:ss", redrawn in place on a terminal, one line per 10% elsewhere (logs, tests).
 Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
                           int n_chunk, const char* label);
+// A progress line on stderr for long jobs: "LABEL [###...] done/total UNIT, T tokens/s, ETA
+// m:ss[, extra]", redrawn in place on a terminal, one line per 10% elsewhere (logs, tests).
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, int64_t total, std::string unit);
+  // done items of total; tokens processed so far (for the rate); extra: a short status.
+  void update(int64_t done, double tokens, const std::string& extra = "");
+
+ private:
+  std::string label_, unit_;
+  int64_t total_;
+  bool tty_;
+  double t0_;
+  int last_tenth_ = -1;
+};
+
+// -log p(token) under softmax(logits), accumulated in double like llama.cpp.
+double nll_of(const float* logits, int n_vocab, int32_t token);
+
+// llama.cpp's perplexity: chunks [0, n_chunk) of n_ctx tokens, each from an empty context with
+// BOS first, the second half of each scored. on_chunk (may be empty) sees the running result.
+struct PplResult {
+  double ppl = 0, err = 0;  // perplexity and its standard error
+  int64_t count = 0;        // tokens scored
+  int chunks = 0;
+  double seconds = 0;
+};
+Result<PplResult> score_perplexity(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
+                                   int n_chunk,
+                                   const std::function<void(int chunk, const PplResult&)>& on_chunk);
+
 SessionParams session_params(const ModelFlags& f);
 Result<std::string> read_text_file(const std::string& path);
 

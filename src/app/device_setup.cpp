@@ -135,12 +135,12 @@ Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f
   return std::shared_ptr<ops::Device>(std::move(dev));
 }
 
-Result<std::shared_ptr<const DeviceModel>> device_from_flags(const DeviceFlags& f,
+Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                                                              const SparseFlags& sf,
                                                              const std::string& model_path,
                                                              const LlamaModel& model,
                                                              const SparseFfn* sparse, int n_ctx) {
-  if (!f.enabled()) return std::shared_ptr<const DeviceModel>();
+  if (!f.enabled()) return std::shared_ptr<DeviceModel>();
   if (f.n_gpu_layers < 0)
     return Status::Error("-ngl: expected a non-negative layer count, found " +
                          std::to_string(f.n_gpu_layers));
@@ -173,15 +173,18 @@ Result<std::shared_ptr<const DeviceModel>> device_from_flags(const DeviceFlags& 
   HC_LOG_INFO("device: %s, %.2f s; %.1f MiB charged of %s", dm->summary().c_str(),
               now_seconds() - t0, dev->charged_bytes() / 1048576.0,
               budget ? (std::to_string(budget >> 20) + " MiB").c_str() : "no budget");
-  return std::shared_ptr<const DeviceModel>(std::move(dm));
+  return std::shared_ptr<DeviceModel>(std::move(dm));
 }
 
 Status attach_device(Session& session, const DeviceFlags& f, const SparseFlags& sf,
-                     const std::string& model_path, const std::shared_ptr<const SparseFfn>& sparse) {
-  HC_ASSIGN_OR_RETURN(std::shared_ptr<const DeviceModel> dm,
+                     const std::string& model_path, const std::shared_ptr<const SparseFfn>& sparse,
+                     DeviceModel** placed) {
+  if (placed) *placed = nullptr;
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceModel> dm,
                       device_from_flags(f, sf, model_path, session.model(), sparse.get(),
                                         session.n_ctx()));
   if (!dm) return Status::Ok();
+  if (placed) *placed = dm.get();
   HC_TRY(session.set_device(std::move(dm)));
   HC_LOG_INFO("device: KV cache %.1f MiB on the device", session.device_kv_bytes() / 1048576.0);
   return Status::Ok();

@@ -34,15 +34,17 @@ Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f
 
 // The device placement the flags ask for, built (weights uploaded), or null when they ask for
 // none. sparse: the session's sparse FFN or null; n_ctx: the session's context (KV on device).
-// Logs one line saying what went where.
-Result<std::shared_ptr<const DeviceModel>> device_from_flags(const DeviceFlags& f,
+// Logs one line saying what went where. Mutable: dynamic placement migrates its hot neurons.
+Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                                                              const SparseFlags& sf,
                                                              const std::string& model_path,
                                                              const LlamaModel& model,
                                                              const SparseFfn* sparse, int n_ctx);
 
-// device_from_flags for a session's model and context, attached to the session.
+// device_from_flags for a session's model and context, attached to the session. *placed (when
+// given) receives the device model (null when none), which the session keeps alive.
 Status attach_device(Session& session, const DeviceFlags& f, const SparseFlags& sf,
-                     const std::string& model_path, const std::shared_ptr<const SparseFfn>& sparse);
+                     const std::string& model_path, const std::shared_ptr<const SparseFfn>& sparse,
+                     DeviceModel** placed = nullptr);
 
 }  // namespace hc

@@ -26,7 +26,7 @@ const Subcommand kSubcommands[] = {
     {"serve", hc::cmd_serve, "OpenAI-compatible HTTP server and web chat"},
     {"bench", hc::cmd_bench, "measure prompt and generation speed"},
     {"perplexity", hc::cmd_perplexity, "perplexity of a model over a text file"},
-    {"eval", nullptr, "task evaluation (HumanEval, MBPP)"},
+    {"eval", hc::cmd_eval, "accuracy, speed and memory: perplexity, HumanEval / MBPP pass@1"},
     {"profile", hc::cmd_profile, "record neuron activation statistics"},
     {"train-predictor", hc::cmd_train_predictor, "train activation predictors on a corpus"},
     {"plan", hc::cmd_plan, "compute a CPU/GPU neuron placement plan"},

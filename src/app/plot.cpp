@@ -187,7 +187,9 @@ Image render_line_plot(const LinePlot& p, int width, int height, PlotArea* area_
   const double eps = 1e-9;
   for (double x = p.x_min; x <= p.x_max + eps; x += p.grid_step)
     cv.line(px(x), a.y0, px(x), a.y1, kGrid);
-  for (double y = p.y_min; y <= p.y_max + eps; y += p.grid_step)
+  const double y_grid = p.y_grid_step > 0 ? p.y_grid_step : p.grid_step;
+  const double y_label = p.y_label_step > 0 ? p.y_label_step : p.label_step;
+  for (double y = p.y_min; y <= p.y_max + eps; y += y_grid)
     cv.line(a.x0, py(y), a.x1, py(y), kGrid);
   cv.set_clip(a.x0, a.y0, a.x1, a.y1);
   if (p.diagonal) cv.line(px(p.x_min), py(p.y_min), px(p.x_max), py(p.y_max), kReference, 1, 6);
@@ -208,7 +210,7 @@ Image render_line_plot(const LinePlot& p, int width, int height, PlotArea* area_
     cv.line(px(x), a.y1, px(x), a.y1 + 4, kBlack);
     cv.text(px(x) - Canvas::text_width(l, ts) / 2, a.y1 + 8, l, kAxisText, ts);
   }
-  for (double y = p.y_min; y <= p.y_max + eps; y += p.label_step) {
+  for (double y = p.y_min; y <= p.y_max + eps; y += y_label) {
     const std::string l = tick_label(y);
     cv.line(a.x0 - 4, py(y), a.x0, py(y), kBlack);
     cv.text(a.x0 - 8 - Canvas::text_width(l, ts), py(y) - th / 2, l, kAxisText, ts);

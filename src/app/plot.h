@@ -44,6 +44,7 @@ struct LinePlot {
   double x_min = 0, x_max = 1, y_min = 0, y_max = 1;
   double grid_step = 0.1;   // grid lines every this many data units (both axes)
   double label_step = 0.2;  // tick labels every this many data units (both axes)
+  double y_grid_step = 0, y_label_step = 0;  // the y axis's own steps (0: as above)
   bool diagonal = false;    // a dashed y = x reference line
   std::string legend_title;
   std::vector<PlotSeries> series;

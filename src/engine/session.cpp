@@ -30,8 +30,10 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
     const bool last_chunk = i + n == tokens.size();
     // The last (usually only) chunk writes logits_ in place: no per-token copy of [n_vocab].
     std::vector<float>* out = last_chunk && logits_.empty() ? &logits_ : &chunk_logits_;
+    if (dynamic_) dynamic_->begin_call(static_cast<int64_t>(n));
     HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, tokens.subspan(i, n), n_past_,
                          all_logits, out));
+    if (dynamic_) HC_TRY(dynamic_->end_call());  // may migrate hot neurons (device idle now)
     n_past_ += static_cast<int>(n);
     history_.insert(history_.end(), tokens.begin() + i, tokens.begin() + i + n);
     if (out == &chunk_logits_ && all_logits)
@@ -55,6 +57,15 @@ Status Session::set_device(std::shared_ptr<const DeviceModel> dm) {
   device_ = std::move(*ds);
   scratch_.device = device_.get();
   return Status::Ok();
+}
+
+void Session::set_dynamic(std::shared_ptr<DynamicSparsity> dyn) {
+  dynamic_ = std::move(dyn);
+  SparseScratch& sc = scratch_.sparse_scratch;
+  sc.thresholds = nullptr;
+  sc.predictor_thresholds = nullptr;
+  sc.monitor = nullptr;
+  if (dynamic_) dynamic_->attach(sc);
 }
 
 void Session::truncate(int n) {

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "model/dynamic_sparsity.h"
 #include "model/kv_cache.h"
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
@@ -55,6 +56,11 @@ class Session {
   Status set_device(std::shared_ptr<const DeviceModel> dm);
   uint64_t device_kv_bytes() const { return device_ ? device_->kv_bytes() : 0; }
   const DeviceModel* device_model() const { return device_model_.get(); }
+  // Dynamic sparsity (model/dynamic_sparsity.h) for the following evals: its thresholds replace
+  // the SparseFfn's, it watches the sparse FFN and migrates hot neurons between evals. Needs
+  // set_sparse (and set_device for migration) first; null to stop.
+  void set_dynamic(std::shared_ptr<DynamicSparsity> dyn);
+  DynamicSparsity* dynamic() const { return dynamic_.get(); }
   // Sees every layer's FFN activations during evals (profiling); null to stop.
   void set_ffn_observer(FfnObserver* observer) { scratch_.observer = observer; }
 
@@ -63,6 +69,7 @@ class Session {
   std::shared_ptr<const SparseFfn> sparse_;
   std::shared_ptr<const DeviceModel> device_model_;
   std::unique_ptr<DeviceSession> device_;
+  std::shared_ptr<DynamicSparsity> dynamic_;
   SessionParams params_;
   ThreadPool pool_;
   KvCache cache_;

@@ -16,6 +16,7 @@ std::string layer_name(int il, const char* what) {
 }  // namespace
 
 DeviceModel::~DeviceModel() {
+  (void)dev_->sync();  // queued operations (a migration's row copies) may still use the weights
   for (const TensorView& w : owned_) dev_->free_weight(w);
   if (rope_freqs_) dev_->free(rope_freqs_);
 }
@@ -158,6 +159,60 @@ std::string DeviceModel::summary() const {
                 static_cast<long long>(n_hot_neurons()), output_on_device() ? ", output" : "",
                 static_cast<double>(weight_bytes_) / (1024.0 * 1024.0));
   return buf;
+}
+
+Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
+  if (il < 0 || il >= static_cast<int>(layers_.size()))
+    return Status::Error("migrate: layer " + std::to_string(il) + " out of range");
+  DeviceLayer& d = layers_[static_cast<size_t>(il)];
+  if (!d.hybrid())
+    return Status::Error("migrate: layer " + std::to_string(il) +
+                         " holds no hot neurons (or its whole FFN) on the device");
+  if (swaps.empty()) return Status::Ok();
+  const int64_t n_ff = static_cast<int64_t>(d.local.size());
+  // Validate against the lists as they will be when each swap applies (a swap may free a
+  // neuron that a later one admits), on a copy of local, before changing anything.
+  std::vector<int32_t> local = d.local;
+  for (const sparse::Swap& w : swaps) {
+    const std::string at = "migrate: layer " + std::to_string(il) + ", slot " +
+                           std::to_string(w.slot) + ": ";
+    if (w.slot < 0 || w.slot >= static_cast<int32_t>(d.hot.size()))
+      return Status::Error(at + "out of range (" + std::to_string(d.hot.size()) + " slots)");
+    if (w.evict < 0 || w.evict >= n_ff || w.admit < 0 || w.admit >= n_ff)
+      return Status::Error(at + "neuron out of range [0, " + std::to_string(n_ff) + ")");
+    if (local[w.evict] != w.slot)
+      return Status::Error(at + "expected neuron " + std::to_string(w.evict) + " there");
+    if (local[w.admit] >= 0)
+      return Status::Error(at + "neuron " + std::to_string(w.admit) +
+                           " is already on the device");
+    local[w.evict] = -1;
+    local[w.admit] = w.slot;
+  }
+  mig_src_.clear();
+  mig_slot_.clear();
+  for (const sparse::Swap& w : swaps) {
+    mig_src_.push_back(w.admit);
+    mig_slot_.push_back(w.slot);
+    d.hot[static_cast<size_t>(w.slot)] = w.admit;
+  }
+  const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
+  const int64_t n = static_cast<int64_t>(swaps.size());
+  dev_->update_rows(d.hot_gate, L.ffn_gate, mig_src_.data(), mig_slot_.data(), n);
+  dev_->update_rows(d.hot_up, L.ffn_up, mig_src_.data(), mig_slot_.data(), n);
+  dev_->update_rows(d.hot_down_t, sparse_->down_t(il), mig_src_.data(), mig_slot_.data(), n);
+  // The host's candidate list, rebuilt aside and swapped in (the double buffer).
+  cold_next_.clear();
+  for (int64_t i = 0; i < n_ff; ++i)
+    if (local[i] < 0) cold_next_.push_back(static_cast<int32_t>(i));
+  d.local.swap(local);
+  d.cold.swap(cold_next_);
+  migrated_neurons_ += static_cast<uint64_t>(n);
+  migrated_bytes_ += static_cast<uint64_t>(n) *
+                     static_cast<uint64_t>(row_bytes(L.ffn_gate.type, L.ffn_gate.ne0) +
+                                           row_bytes(L.ffn_up.type, L.ffn_up.ne0) +
+                                           row_bytes(sparse_->down_t(il).type,
+                                                     sparse_->down_t(il).ne0));
+  return Status::Ok();
 }
 
 // ---- DeviceSession ----------------------------------------------------------------------------

@@ -5,8 +5,9 @@
 //   attn[il]      attention runs on the device: attn_norm, wq, wk, wv, wo there, and the
 //                 layer's KV cache lives in device memory (DeviceSession).
 //   ffn_dense     (-ngl) the whole dense FFN (ffn_norm, gate, up, down) is there too.
-//   hot[il]       (sparse FFN) the neurons the device holds, ascending: compact gate, up and
-//                 down_t matrices of those rows (row j = neuron hot[il][j]); the host computes
+//   hot[il]       (sparse FFN) the neurons the device holds (ascending at build; migrate()
+//                 then replaces neurons slot by slot): compact gate, up and down_t matrices of
+//                 those rows (row j = neuron hot[il][j]); the host computes
 //                 the others (cold[il]) from its own weights, concurrently, and the two partial
 //                 outputs are added (llama_forward's hybrid FFN).
 //   output        the final norm and output matrix (llama.cpp's -ngl > n_layer).
@@ -26,6 +27,7 @@
 #include "model/llama_model.h"
 #include "model/sparse_ffn.h"
 #include "ops/device.h"
+#include "sparse/migration.h"
 
 namespace hc {
 
@@ -41,7 +43,7 @@ struct DeviceLayer {
   bool ffn_dense = false;
   TensorView attn_norm, wq, wk, wv, wo;  // device copies (attn)
   TensorView ffn_norm, gate, up, down;   // device copies (ffn_dense)
-  std::vector<int32_t> hot;              // neurons on the device, ascending
+  std::vector<int32_t> hot;              // neurons on the device, by slot (row of hot_*)
   std::vector<int32_t> cold;             // the others, ascending (the host's candidates)
   std::vector<int32_t> local;            // [n_ff]: position of neuron i in hot, or -1
   TensorView hot_gate, hot_up, hot_down_t;  // [|hot| rows, n_embd] compact (sparse FFN)
@@ -74,6 +76,18 @@ class DeviceModel {
   // One line for logs: what is where.
   std::string summary() const;
 
+  // Dynamic placement (sparse/migration.h): for each swap, hybrid layer il's slot `slot` gives
+  // up neuron `evict` and takes neuron `admit`. The rows' copies are queued on the device (in
+  // order: the next forward pass's operations see the new rows, the host never waits for
+  // them) and the host's lists (hot, cold, local) switch at once; capacity and device memory
+  // are unchanged. Errors (nothing changed): not a hybrid layer, a slot out of range, evict not
+  // in that slot, admit already on the device, a neuron out of range.
+  // Not thread-safe against a forward pass of any session using this model: call between
+  // forward passes (Session does, after eval).
+  Status migrate(int il, const std::vector<sparse::Swap>& swaps);
+  uint64_t migrated_neurons() const { return migrated_neurons_; }
+  uint64_t migrated_bytes() const { return migrated_bytes_; }  // rows copied to the device
+
  private:
   DeviceModel() = default;
   Status place_layer(int il, bool attn, bool dense_ffn, const std::vector<int32_t>* hot);
@@ -89,6 +103,8 @@ class DeviceModel {
   float* rope_freqs_ = nullptr;
   std::vector<TensorView> owned_;
   uint64_t weight_bytes_ = 0;
+  uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0;
+  std::vector<int32_t> mig_src_, mig_slot_, cold_next_;  // migrate()'s buffers
 };
 
 // One session's device state: the KV cache of the device's attention layers and the

@@ -5,6 +5,7 @@
 
 #include "model/llama_forward.h"
 #include "ops/cpu/ops.h"
+#include "ops/cpu/sparse.h"
 
 namespace hc {
 
@@ -85,6 +86,40 @@ int64_t stage_hot_firing(const DeviceLayer& d, SparseScratch& sc, int64_t n_tok,
   return n_idx;
 }
 
+// The audit of a hybrid layer for sc.monitor: act(gate) of every neuron and the firing
+// decision both halves took. With a predictor: the dense gate, and the predictor's mask. With
+// thresholds: the host's cold act (sparse_ffn_subset leaves it in sc.act, [n_tok, |cold|]) plus
+// the hot neurons' gate computed here from the host's rows, each fired when |act| > threshold.
+void audit_hybrid(const LlamaModel& model, const SparseFfn& sparse, const DeviceLayer& d, int il,
+                  ops::MatmulInput& in, SparseScratch& sc, ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
+  if (sparse.use_predictor()) {
+    audit_activations(model, il, in, sc, pool);
+    sc.monitor->observe(il, sc.audit_act.data(), sc.fire.data(), n_tok, n_ff);
+    return;
+  }
+  const int64_t n_hot = static_cast<int64_t>(d.hot.size()),
+                n_cold = static_cast<int64_t>(d.cold.size());
+  const size_t n = static_cast<size_t>(n_tok * n_ff);
+  if (sc.audit_act.size() < n) sc.audit_act.resize(n);
+  if (sc.audit_fire.size() < n) sc.audit_fire.resize(n);
+  if (sc.audit_gate.size() < static_cast<size_t>(n_tok * n_hot))
+    sc.audit_gate.resize(static_cast<size_t>(n_tok * n_hot));
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  ops::sparse_rows(L.ffn_gate, in, d.hot.data(), n_hot, sc.audit_gate.data(), pool);
+  ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_gate.data(), n_tok * n_hot);
+  const float tau = sc.threshold(sparse, il);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* a = sc.audit_act.data() + t * n_ff;
+    for (int64_t j = 0; j < n_hot; ++j) a[d.hot[j]] = sc.audit_gate[t * n_hot + j];
+    for (int64_t c = 0; c < n_cold; ++c) a[d.cold[c]] = sc.act[t * n_cold + c];
+    uint8_t* f = sc.audit_fire.data() + t * n_ff;
+    for (int64_t i = 0; i < n_ff; ++i) f[i] = std::fabs(a[i]) > tau;
+  }
+  sc.monitor->observe(il, sc.audit_act.data(), sc.audit_fire.data(), n_tok, n_ff);
+}
+
 }  // namespace
 
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
@@ -111,8 +146,8 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
                  ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok * n_idx);
   } else {
-    dev.ffn_threshold(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok, sparse.threshold(il),
-                      kind, ds.proj);
+    dev.ffn_threshold(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok,
+                      sc.threshold(sparse, il), kind, ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok) * d.hot.size();
   }
   dev.copy_to_host(ds.h_out, ds.proj, xbytes);
@@ -120,6 +155,8 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
   sparse_ffn_subset(model, sparse, il, s.in, d.cold.data(), static_cast<int64_t>(d.cold.size()),
                     s.proj.data(), sc, pool);
+  // An audit (while the device works): every neuron's act and firing, the device's included.
+  if (sc.monitor && sc.monitor->audit()) audit_hybrid(model, sparse, d, il, s.in, sc, pool);
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
   ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);

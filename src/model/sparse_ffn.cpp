@@ -185,6 +185,17 @@ void ffn_down_dense(const LlamaLayerWeights& L, const float* h, int64_t n_tok, f
   ops::sparse_down(L.ffn_down_t, iota.data(), n_ff, h, n_tok, out, pool);
 }
 
+void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, SparseScratch& sc,
+                       ThreadPool& pool) {
+  const LlamaHParams& hp = model.hparams();
+  const int64_t n = in.n_tok() * hp.n_ff;
+  if (sc.audit_gate.size() < static_cast<size_t>(n)) sc.audit_gate.resize(n);
+  if (sc.audit_act.size() < static_cast<size_t>(n)) sc.audit_act.resize(n);
+  ops::matmul(model.weights().layers[static_cast<size_t>(il)].ffn_gate, in, sc.audit_gate.data(),
+              pool);
+  ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_act.data(), n);
+}
+
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {
   if (kind == FfnActivation::kRelu) {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
@@ -203,17 +214,23 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   if (sparse.use_predictor()) {
     predict_firing(model, sparse, il, in, sc, pool);
     sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+    if (sc.monitor && sc.monitor->audit()) {  // every neuron's act, to score the predictor
+      audit_activations(model, il, in, sc, pool);
+      sc.monitor->observe(il, sc.audit_act.data(), sc.fire.data(), n_tok, n_ff);
+    }
     ffn_over_candidates(model, sparse, il, in, nullptr, n_ff, sc.fire.data(), nullptr, gate, up,
                         out, sc, pool);
     return;
   }
   // Thresholds: every neuron's gate, then |act(gate)| > threshold (0 for exact ReLU).
-  const float tau = sparse.threshold(il);
+  const float tau = sc.threshold(sparse, il);
   ops::matmul(L.ffn_gate, in, gate, pool);
   if (sc.act.size() < static_cast<size_t>(n_tok * n_ff)) sc.act.resize(n_tok * n_ff);
   ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
   if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
   for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = std::fabs(sc.act[i]) > tau;
+  if (sc.monitor && sc.monitor->audit())  // free here: every neuron's act is at hand
+    sc.monitor->observe(il, sc.act.data(), sc.fire.data(), n_tok, n_ff);
   sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
   ffn_over_candidates(model, sparse, il, in, nullptr, n_ff, sc.fire.data(), gate, gate, up, out,
                       sc, pool);
@@ -224,7 +241,7 @@ void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = model.hparams().n_ff, n_tok = in.n_tok();
   const int64_t rank = L.fc1.ne1;
-  const float thr = sparse.predictor_threshold(il);
+  const float thr = sc.predictor_threshold(sparse, il);
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
   if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
@@ -250,7 +267,7 @@ void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
     if (sc.logit.size() < static_cast<size_t>(n_tok * n_cand)) sc.logit.resize(n_tok * n_cand);
     if (n_cand > 0) ops::sparse_rows(L.ffn_gate, in, cand, n_cand, sc.logit.data(), pool);
     ffn_activation(hp.ffn_act, sc.logit.data(), sc.act.data(), n_tok * n_cand);
-    const float tau = sparse.threshold(il);
+    const float tau = sc.threshold(sparse, il);
     for (int64_t i = 0; i < n_tok * n_cand; ++i) cfire[i] = std::fabs(sc.act[i]) > tau;
   } else {
     for (int64_t t = 0; t < n_tok; ++t)

@@ -84,6 +84,19 @@ struct SparseStats {
   double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
 };
 
+// Watches the sparse FFN's decisions for online statistics and threshold control
+// (model/dynamic_sparsity.h). The forward pass asks audit() once per layer call: when true, it
+// computes act(gate) of every neuron (also those it would not otherwise: the device's, the
+// predictor's skipped ones) and passes them with its firing decision to observe().
+class SparseMonitor {
+ public:
+  virtual ~SparseMonitor() = default;
+  virtual bool audit() const = 0;
+  // act, fire: [n_tok, n_ff] for layer il (fire: 1 = computed as firing).
+  virtual void observe(int il, const float* act, const uint8_t* fire, int64_t n_tok,
+                       int64_t n_ff) = 0;
+};
+
 // Buffers of one session's sparse FFN (kept between calls: decode allocates nothing).
 struct SparseScratch {
   std::vector<int32_t> idx;   // the union firing set, ascending
@@ -97,6 +110,21 @@ struct SparseScratch {
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
   ops::MatmulInput pred_in;       // predictor: fc2's input
   SparseStats stats;
+  // Dynamic sparsity (null: the SparseFfn's fixed values): per-layer thresholds on |act| and
+  // on predictor logits that replace SparseFfn::threshold / predictor_threshold, and the
+  // monitor that sees the decisions.
+  const float* thresholds = nullptr;
+  const float* predictor_thresholds = nullptr;
+  SparseMonitor* monitor = nullptr;
+  float threshold(const SparseFfn& sp, int il) const {
+    return thresholds ? thresholds[il] : sp.threshold(il);
+  }
+  float predictor_threshold(const SparseFfn& sp, int il) const {
+    return predictor_thresholds ? predictor_thresholds[il] : sp.predictor_threshold(il);
+  }
+  std::vector<float> audit_act;     // [n_tok, n_ff] act(gate) of every neuron (audits)
+  std::vector<uint8_t> audit_fire;  // [n_tok, n_ff]
+  std::vector<float> audit_gate;    // gate scratch of an audit
 };
 
 // out = W_down h for n_tok tokens of h [n_tok, n_ff]: the matmul on ffn_down, or, for a
@@ -115,6 +143,11 @@ void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n
 void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
                       ops::MatmulInput& in, float* gate, float* up, float* out,
                       SparseScratch& sc, ThreadPool& pool, FfnObserver* observer);
+
+// sc.audit_act [n_tok, n_ff] = act(gate) of every neuron of layer il (the dense gate matmul):
+// what a SparseMonitor's audit observes where the sparse path skips neurons' gates.
+void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, SparseScratch& sc,
+                       ThreadPool& pool);
 
 // The predictor's firing decision for every neuron of layer il: sc.fire [n_tok, n_ff] = 1 where
 // fc2 . relu(fc1 . x) > the layer's predictor threshold. Needs sparse.use_predictor().

@@ -89,6 +89,14 @@ class Device {
   // ---- queued operations ------------------------------------------------------------------
   virtual void copy_to_device(void* dst, const void* host_src, uint64_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, uint64_t bytes) = 0;
+  // Row migration (dynamic placement): row slots[j] of the device weight w (from
+  // upload_weight) becomes row src_rows[j] of `host` (same type and row length), for j < n.
+  // Queued like a copy: operations queued later see the new rows, earlier ones the old. The
+  // host rows must stay valid until the queue has run them (weights: always). The default
+  // queues one copy per row; the CPU device also rebuilds the decode layout's touched groups.
+  // src_rows and slots are read during the call.
+  virtual void update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
+                           const int32_t* slots, int64_t n);
   // out[t] = rmsnorm(x[t]) * w for n_tok rows of n (out may alias x). w: [n] fp32.
   virtual void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
                        float eps) = 0;
@@ -155,6 +163,13 @@ inline Result<TensorView> Device::upload_weight(const TensorView& host, const in
 }
 inline void Device::free_weight(const TensorView& w) {
   if (w.data) free(const_cast<void*>(w.data));
+}
+
+inline void Device::update_rows(const TensorView& w, const TensorView& host,
+                                const int32_t* src_rows, const int32_t* slots, int64_t n) {
+  const uint64_t rb = static_cast<uint64_t>(row_bytes(host.type, host.ne0));
+  for (int64_t j = 0; j < n; ++j)
+    copy_to_device(const_cast<uint8_t*>(w.row(slots[j])), host.row(src_rows[j]), rb);
 }
 
 // Options for opening a device.

@@ -25,6 +25,8 @@ namespace {
 
 using testing::TinyModel;
 using testing::TinyModelSpec;
+using testing::max_abs;
+using testing::max_abs_diff;
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
 constexpr int kPrompt = 9;  // >= 8: the prompt takes the packed GEMM and batched attention
@@ -78,18 +80,6 @@ std::vector<int> argmax_rows(const std::vector<float>& v, int n_vocab) {
   return out;
 }
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
-  return m;
-}
-
-float max_abs(const std::vector<float>& v) {
-  float m = 0;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
 
 // The model both parameterised suites run: 3 layers, wide enough for the decode layouts.
 TinyModelSpec three_layers(GgmlType t, const char* activation) {

@@ -1,5 +1,7 @@
 // Builds a tiny random LLaMA-architecture GGUF in memory for model/engine tests.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -100,6 +102,19 @@ inline std::shared_ptr<const LlamaModel> load_tiny(std::vector<uint8_t>& bytes, 
   auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
   EXPECT_TRUE(m.ok()) << m.message();
   return m.ok() ? *m : nullptr;
+}
+
+// Largest |a[i] - b[i]| (sizes must match) and largest |v[i]|: logits comparisons.
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+inline float max_abs(const std::vector<float>& v) {
+  float m = 0;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
 }
 
 }  // namespace hc::testing

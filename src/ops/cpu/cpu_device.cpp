@@ -177,6 +177,18 @@ class CpuDevice final : public Device {
       pace_link(bytes);
     });
   }
+  void update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
+                   const int32_t* slots, int64_t n) override {
+    Device::update_rows(w, host, src_rows, slots, n);  // the rows, in ggml's layout
+    if (!w.packed || n == 0) return;
+    // The decode layout's groups holding a changed row, each rebuilt once (after the copies).
+    std::vector<int64_t> groups(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) groups[j] = slots[j] / kRepackRows;
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    auto* packed = static_cast<uint8_t*>(const_cast<void*>(w.packed));
+    for (const int64_t g : groups) enqueue([=] { repack_groups(w, g, g + 1, packed); });
+  }
   void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
                float eps) override {
     enqueue([=] {
