@@ -160,7 +160,7 @@ struct Runner {
   std::shared_ptr<DynamicSparsity> dyn;
   std::string dir;  // OUT/LABEL
   int n_ctx = 0;
-  // Generation speed over this process's completions.
+  // Generation and prompt speed over the code tasks' problems (resumed ones included).
   double gen_tokens = 0, gen_seconds = 0, prompt_tokens = 0, prompt_seconds = 0;
 
   // Perplexity of a text file (first ppl_chunks chunks of ppl_ctx).
@@ -306,9 +306,14 @@ struct Runner {
       if (it != done.end()) {
         r = it->second;
         ++resumed;
+        // Speed over every problem, whichever run made it.
+        gen_tokens += r.value("gen_tokens", 0.0);
+        gen_seconds += r.value("gen_s", 0.0);
+        prompt_tokens += r.value("prompt_tokens", 0.0);
+        prompt_seconds += r.value("prompt_s", 0.0);
       } else {
         int n_gen = 0;
-        const double g0 = gen_seconds;
+        const double g0 = gen_seconds, p0 = prompt_seconds, pt0 = prompt_tokens;
         HC_ASSIGN_OR_RETURN(std::string completion, complete(p, &n_gen));
         const double g = gen_seconds - g0;
         HC_ASSIGN_OR_RETURN(eval::SandboxResult sr,
@@ -319,6 +324,8 @@ struct Runner {
                  {"detail", sr.detail},
                  {"gen_tokens", n_gen},
                  {"gen_s", g},
+                 {"prompt_tokens", prompt_tokens - pt0},
+                 {"prompt_s", prompt_seconds - p0},
                  {"completion", completion}};
         out << dump(r, -1) << "\n";
         out.flush();
@@ -447,8 +454,10 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
     summary["dynamic"] = {{"audited_tokens", t.audited_tokens},
                           {"recall", t.recall()},
                           {"sparsity", t.sparsity()},
-                          {"device_mass_share", t.device_mass_share()},
-                          {"device_fired_share", t.device_fired_share()},
+                          {"device_mass_share",
+                           placed ? json(t.device_mass_share()) : json(nullptr)},
+                          {"device_fired_share",
+                           placed ? json(t.device_fired_share()) : json(nullptr)},
                           {"swaps", t.swaps},
                           {"migrated_mib", t.migrated_bytes / 1048576.0},
                           {"observe_s", t.observe_seconds},

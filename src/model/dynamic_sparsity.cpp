@@ -109,6 +109,8 @@ void DynamicSparsity::observe(int il, const float* act, const uint8_t* fire, int
   const auto t0 = std::chrono::steady_clock::now();
   const DeviceLayer* dl = dm_ && dm_->layer(il).hybrid() ? &dm_->layer(il) : nullptr;
   fired_idx_.resize(static_cast<size_t>(n_ff));
+  double b_fm = 0, b_tm = 0, b_nf = 0;  // this call's sums (the controller's measurement)
+  bool started = false;
   for (int64_t t = 0; t < n_tok; ++t) {
     const float* a = act + t * n_ff;
     const uint8_t* f = fire + t * n_ff;
@@ -132,24 +134,32 @@ void DynamicSparsity::observe(int il, const float* act, const uint8_t* fire, int
       }
     }
     counters_.add_token(il, fired_idx_.data(), nf);
-    if (opt_.control && cold_start_[static_cast<size_t>(il)]) {
+    if (opt_.control && t == 0 && cold_start_[static_cast<size_t>(il)]) {
       // The layer started from threshold 0 (exact ReLU or uncalibrated): the first token's own
       // quantile for the target is a far better start than the controller's floor, which it
       // would need hundreds of bounded steps to climb from.
       cold_start_[static_cast<size_t>(il)] = 0;
-      const float t0 = quantile_for_target(a, n_ff);
-      ctl_.reset(il, t0);
+      started = true;
+      ctl_.reset(il, quantile_for_target(a, n_ff));
       thr_[static_cast<size_t>(il)] = ctl_.threshold(il);
-    } else if (opt_.control) {
-      thr_[static_cast<size_t>(il)] =
-          ctl_.update(il, fm, tm, static_cast<double>(nf), static_cast<double>(n_ff));
     }
+    b_fm += fm;
+    b_tm += tm;
+    b_nf += static_cast<double>(nf);
     call_fired_mass_ += fm;
     call_total_mass_ += tm;
     call_device_mass_ += dmass;
     call_fired_ += static_cast<double>(nf);
     call_seen_ += static_cast<double>(n_ff);
     call_device_fired_ += static_cast<double>(ndev);
+  }
+  // One controller step per layer call: every token of the call was decided with the same
+  // threshold, so per-token steps would integrate one stale error n_tok times (a 512-token prompt
+  // chunk would swing the threshold by up to 512 max_steps). Per-token means keep one scale.
+  if (opt_.control && !started && n_tok > 0) {
+    const double n = static_cast<double>(n_tok);
+    thr_[static_cast<size_t>(il)] =
+        ctl_.update(il, b_fm / n, b_tm / n, b_nf / n, static_cast<double>(n_ff));
   }
   call_observed_ = true;
   totals_.observe_seconds += seconds_since(t0);
