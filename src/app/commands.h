@@ -21,6 +21,7 @@ int cmd_profile(const Args& args);     // cmd_profile.cpp
 int cmd_train_predictor(const Args& args);  // cmd_train_predictor.cpp
 int cmd_serve(const Args& args);       // cmd_serve.cpp
 int cmd_plan(const Args& args);        // cmd_plan.cpp
+int cmd_simulate(const Args& args);    // cmd_simulate.cpp
 int cmd_eval(const Args& args);        // cmd_eval.cpp
 
 }  // namespace hc

@@ -30,6 +30,7 @@ const Subcommand kSubcommands[] = {
     {"profile", hc::cmd_profile, "record neuron activation statistics"},
     {"train-predictor", hc::cmd_train_predictor, "train activation predictors on a corpus"},
     {"plan", hc::cmd_plan, "compute a CPU/GPU neuron placement plan"},
+    {"simulate", hc::cmd_simulate, "project tokens/s for large models on named hardware"},
     {"convert", hc::cmd_convert, "convert a llama2.c checkpoint to GGUF"},
     {"inspect", hc::cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"tokenize", hc::cmd_tokenize, "print the token ids of a text"},

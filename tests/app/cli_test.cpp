@@ -86,7 +86,7 @@ TEST(Cli, EveryListedCommandIsAvailable) {
   CliResult r = run_hotcold({"--help"});
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_FALSE(has(r.out + r.err, "not available")) << r.out;
-  for (const char* cmd : {"eval", "plan", "profile", "train-predictor"}) {
+  for (const char* cmd : {"eval", "simulate", "plan", "profile", "train-predictor"}) {
     EXPECT_TRUE(has(r.out + r.err, std::string("  ") + cmd + " ")) << cmd;
     CliResult h = run_hotcold({cmd, "--help"});
     EXPECT_EQ(h.exit_code, 0) << cmd << ": " << h.err;
