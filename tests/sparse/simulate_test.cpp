@@ -128,6 +128,7 @@ TEST(SimulateDense, OffloadEqualsHandComputedTime) {
   ASSERT_NE(dense, nullptr);
   EXPECT_NEAR(dense->s_per_token, 2 * host_layer + output, 1e-15);
   EXPECT_EQ(dense->device_bytes, 0u);
+  const double dense_s = dense->s_per_token;  // r is reassigned below: keep values, not pointers
 
   // -ngl 3 > 2 layers: the output goes too, the logits come back instead of x.
   opt.n_gpu_layers = 3;
@@ -146,7 +147,7 @@ TEST(SimulateDense, OffloadEqualsHandComputedTime) {
   r = simulate(in, opt);
   ASSERT_TRUE(r.ok());
   EXPECT_NEAR(r->find("dense-offload")->s_per_token, all_dev + (2 * 7 + 1 + 2) * 3e-6, 1e-15);
-  EXPECT_EQ(r->find("dense-cpu")->s_per_token, dense->s_per_token);
+  EXPECT_EQ(r->find("dense-cpu")->s_per_token, dense_s);
 }
 
 TEST(SimulateDense, AsManyLayersAsFit) {
