@@ -588,7 +588,7 @@ Status report(const std::string& out) {
   LinePlot acc;
   acc.title = "ACCURACY VS SPARSITY";
   acc.x_label = "MEASURED FFN SPARSITY";
-  acc.y_label = "PPL / DENSE PPL";
+  acc.y_label = "LOG10 (PPL / DENSE PPL)";
   acc.legend_title = "TASK";
   const json* dense = nullptr;
   for (const json& r : runs)
@@ -604,7 +604,8 @@ Status report(const std::string& out) {
       const double base = dense ? num(*dense, {"tasks", t, "ppl"}) : NAN;
       add_series(&acc, std::string(t) + (dyn ? " DYNAMIC" : ""), runs,
                  [&](const json& r) { return host(r) && cfg(r).value("dynamic", false) == dyn; },
-                 sparsity, [&](const json& r) { return num(r, {"tasks", t, "ppl"}) / base; });
+                 sparsity,
+                 [&](const json& r) { return std::log10(num(r, {"tasks", t, "ppl"}) / base); });
     }
   HC_TRY(plot(out + "/ppl_vs_sparsity.png", acc));
   LinePlot pass;
