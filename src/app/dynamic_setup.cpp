@@ -31,6 +31,12 @@ void add_dynamic_flags(ArgParser& p, DynamicFlags* f) {
               "a cold neuron replaces a hot one only when it fired this much more often "
               "(default 0.25 = 25%)");
   p.add_int("--max-swaps", &f->max_swaps, "neurons migrated per layer and round (default 64)");
+  p.add_float("--dyn-gain", &f->gain,
+              "controller gain per unit of log error (default 0.02; in logit units with "
+              "--predictor, where it must suit the logits' scale)");
+  p.add_float("--dyn-max-step", &f->max_step,
+              "largest threshold change per controller step (default 0.05: ln units, or logits "
+              "with --predictor)");
 }
 
 Result<DynamicOptions> dynamic_options(const DynamicFlags& f) {
@@ -61,6 +67,10 @@ Result<DynamicOptions> dynamic_options(const DynamicFlags& f) {
     return Status::Error("--hysteresis: expected F >= 0, found " + std::to_string(f.hysteresis));
   if (f.max_swaps < 1)
     return Status::Error("--max-swaps: expected N >= 1, found " + std::to_string(f.max_swaps));
+  if (f.gain < 0 || f.max_step < 0)
+    return Status::Error("--dyn-gain / --dyn-max-step: expected values >= 0");
+  if (f.gain > 0) o.controller.gain = f.gain;
+  if (f.max_step > 0) o.controller.max_step = f.max_step;
   o.audit_every = f.audit_every;
   o.half_life = f.half_life;
   o.migrate_every = f.migrate_every;

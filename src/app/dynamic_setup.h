@@ -20,6 +20,7 @@ struct DynamicFlags {
   int migrate_every = 16;              // --migrate-every TOKENS
   float hysteresis = 0.25f;            // --hysteresis F
   int max_swaps = 64;                  // --max-swaps N (per layer and round)
+  float gain = 0, max_step = 0;        // --dyn-gain, --dyn-max-step (0: the controller's defaults)
   bool enabled() const { return dynamic || migrate || watch; }
 };
 

@@ -343,6 +343,46 @@ TEST(DynamicPlacement, HybridAuditSeesTheHostOnlyDecisions) {
   EXPECT_LT(hyb->totals().device_mass_share(), 0.7);
 }
 
+TEST(DynamicThresholds, PredictorThresholdIsSteeredToTheSparsityTarget) {
+  // An exact predictor (logit_i = relu(gate_i)) of a ReLU model: at its threshold 0 about half
+  // the neurons fire. The controller moves the predictor's logit threshold (linear domain) until
+  // 80% are skipped; audits (every 2nd call) see the dense gate, so recall drops below 1.
+  TinyModelSpec spec = spec_of(GgmlType::F32, "relu", 512);
+  spec.n_ff = 256;
+  std::vector<std::vector<uint8_t>> bufs;
+  auto bytes = testing::model_with_predictor(spec, bufs);
+  auto m = testing::load_tiny(bytes, /*repack=*/true);
+  ASSERT_TRUE(m);
+  SparseOptions so;
+  so.use_predictor = true;
+  so.max_union_share = 1.0;
+  auto built = SparseFfn::build(*m, so);
+  ASSERT_TRUE(built.ok()) << built.message();
+  std::shared_ptr<const SparseFfn> sparse(std::move(*built));
+  DynamicOptions o;
+  o.control = true;
+  o.controller.target = sparse::ControllerParams::Target::kSparsity;
+  o.controller.target_value = 0.8;
+  // Linear-domain steps are in logit units: the gain has to suit the logits' scale (here |gate|
+  // of a random 128-wide layer, O(1)); docs/DYNAMIC.md.
+  o.controller.gain = 0.2;
+  o.controller.max_step = 0.2;
+  o.audit_every = 2;
+  auto dyn = DynamicSparsity::create(*m, *sparse, nullptr, o);
+  ASSERT_TRUE(dyn.ok()) << dyn.message();
+  std::shared_ptr<DynamicSparsity> d(std::move(*dyn));
+  run_session(m, sparse, nullptr, d, stream(400, spec.n_vocab, 21));
+  const auto& tr = d->trace();
+  ASSERT_GT(tr.size(), 150u) << "one trace point per audited call";
+  EXPECT_LT(tr.front().sparsity, 0.7) << "the predictor's own threshold fires about half";
+  double sp = 0, rec = 0;
+  for (size_t i = tr.size() - 50; i < tr.size(); ++i) sp += tr[i].sparsity / 50, rec += tr[i].recall / 50;
+  EXPECT_NEAR(sp, 0.8, 0.04);
+  EXPECT_LT(rec, 0.98);
+  EXPECT_GT(rec, 0.3);
+  for (float t : d->thresholds()) EXPECT_GT(t, 0.0f);
+}
+
 TEST(DynamicSparsity, CreateRefusesBadOptions) {
   const TinyModelSpec spec = spec_of(GgmlType::F32, "relu");
   Fixture fx(spec);

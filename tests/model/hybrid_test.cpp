@@ -27,6 +27,7 @@ using testing::TinyModel;
 using testing::TinyModelSpec;
 using testing::max_abs;
 using testing::max_abs_diff;
+using testing::model_with_predictor;
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
 constexpr int kPrompt = 9;  // >= 8: the prompt takes the packed GEMM and batched attention
@@ -238,27 +239,6 @@ TEST(Hybrid, SlowDeviceGivesTheSameResultAsAFastOne) {
   }
   ASSERT_FALSE(fast.empty());
   EXPECT_EQ(max_abs_diff(fast, slow), 0.0f);
-}
-
-// A ReLU model with an exact predictor (fc1 = W_gate, fc2 = I: logit_i = relu(gate_i) > 0
-// exactly when neuron i fires).
-std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
-                                          std::vector<std::vector<uint8_t>>& bufs) {
-  TinyModel tm(spec);
-  GgufWriter& w = tm.writer();
-  w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
-  const int64_t E = spec.n_embd, F = spec.n_ff;
-  for (int il = 0; il < spec.n_layer; ++il) {
-    const std::string p = "blk." + std::to_string(il) + ".";
-    for (auto& t : w.tensors)
-      if (t.name == p + "ffn_gate.weight") bufs.emplace_back(t.data.begin(), t.data.end());
-    w.add_tensor({p + "fc1.weight", {E, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
-    bufs.emplace_back(static_cast<size_t>(F * F * 4), 0);
-    auto* eye = reinterpret_cast<float*>(bufs.back().data());
-    for (int64_t i = 0; i < F; ++i) eye[i * F + i] = 1.0f;
-    w.add_tensor({p + "fc2.weight", {F, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
-  }
-  return *w.serialize();
 }
 
 TEST(Hybrid, PredictorDrivenHybridMatchesHostOnly) {
