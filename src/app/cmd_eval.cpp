@@ -381,22 +381,13 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
   HC_TRY(attach_device(*r.session, f.device, f.sparse, f.model.model, sparse, &placed));
   // Static configurations get a watching-only monitor, so every configuration reports the same
   // statistics (recall, sparsity, share of firing mass on the device).
-  DynamicFlags dflags = f.dynamic;
-  DynamicOptions dopt;
-  if (sparse) {
-    HC_ASSIGN_OR_RETURN(dopt, dynamic_options(dflags));
-    HC_ASSIGN_OR_RETURN(std::unique_ptr<DynamicSparsity> d,
-                        DynamicSparsity::create(*model, *sparse, placed, dopt));
-    if (!f.sparse.stats.empty()) {
-      HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.sparse.stats));
-      HC_TRY(d->seed(stats));
-    }
-    r.dyn = std::move(d);
-    r.session->set_dynamic(r.dyn);
-  } else if (f.dynamic.enabled()) {
+  if (!sparse && f.dynamic.enabled())
     return Status::Error("--dynamic / --migrate need a sparse FFN (--sparsity S --stats FILE, "
                          "--sparse or --predictor)");
-  }
+  DynamicFlags dflags = f.dynamic;
+  dflags.watch = sparse != nullptr;
+  HC_ASSIGN_OR_RETURN(r.dyn, attach_dynamic(*r.session, dflags, sparse.get(), placed,
+                                            f.sparse.stats));
   json summary{{"label", label}, {"config", config_json(f)}, {"tasks", json::object()}};
   const double t_all = now_seconds();
   for (const std::string& task : tasks) {
@@ -536,6 +527,16 @@ Status plot(const std::string& path, LinePlot p) {
   return write_then_rename(path, [&](const std::string& tmp) { return write_png(tmp, img); });
 }
 
+LinePlot line_plot(std::string title, std::string x_label, std::string y_label,
+                   std::string legend) {
+  LinePlot p;
+  p.title = std::move(title);
+  p.x_label = std::move(x_label);
+  p.y_label = std::move(y_label);
+  p.legend_title = std::move(legend);
+  return p;
+}
+
 // A series of `p`: for every run `keep` accepts, (x(run), y(run)) when both are finite, by x.
 void add_series(LinePlot* p, const std::string& label, const std::vector<json>& runs,
                 const std::function<bool(const json&)>& keep,
@@ -585,11 +586,8 @@ Status report(const std::string& out) {
   HC_TRY(write_text(out + "/results.md", md));
 
   // Accuracy vs sparsity: perplexities relative to the dense run's, and pass@1.
-  LinePlot acc;
-  acc.title = "ACCURACY VS SPARSITY";
-  acc.x_label = "MEASURED FFN SPARSITY";
-  acc.y_label = "LOG10 (PPL / DENSE PPL)";
-  acc.legend_title = "TASK";
+  LinePlot acc = line_plot("ACCURACY VS SPARSITY", "MEASURED FFN SPARSITY",
+                           "LOG10 (PPL / DENSE PPL)", "TASK");
   const json* dense = nullptr;
   for (const json& r : runs)
     if (!r.contains("sparse")) dense = &r;
@@ -608,21 +606,14 @@ Status report(const std::string& out) {
                  [&](const json& r) { return std::log10(num(r, {"tasks", t, "ppl"}) / base); });
     }
   HC_TRY(plot(out + "/ppl_vs_sparsity.png", acc));
-  LinePlot pass;
-  pass.title = "PASS@1 VS SPARSITY";
-  pass.x_label = "MEASURED FFN SPARSITY";
-  pass.y_label = "PASS@1";
-  pass.legend_title = "TASK";
+  LinePlot pass = line_plot("PASS@1 VS SPARSITY", "MEASURED FFN SPARSITY", "PASS@1", "TASK");
   for (const char* t : {"humaneval", "mbpp"})
     add_series(&pass, t, runs, host, sparsity,
                [&](const json& r) { return num(r, {"tasks", t, "pass@1"}); });
   HC_TRY(plot(out + "/pass_vs_sparsity.png", pass));
   // Tokens/s vs device budget, static vs dynamic placement.
-  LinePlot tps;
-  tps.title = "TOKENS/S VS DEVICE BUDGET";
-  tps.x_label = "DEVICE BUDGET GIB";
-  tps.y_label = "GENERATION TOKENS/S";
-  tps.legend_title = "PLACEMENT";
+  LinePlot tps = line_plot("TOKENS/S VS DEVICE BUDGET", "DEVICE BUDGET GIB",
+                           "GENERATION TOKENS/S", "PLACEMENT");
   for (const bool mig : {false, true})
     add_series(
         &tps, mig ? "DYNAMIC" : "STATIC", runs,
@@ -634,11 +625,8 @@ Status report(const std::string& out) {
         [&](const json& r) { return num(r, {"speed", "gen_tok_s"}); });
   HC_TRY(plot(out + "/toks_vs_budget.png", tps));
   // Share of firing mass on the device over time, per configuration with a device.
-  LinePlot hit;
-  hit.title = "FIRING MASS ON THE DEVICE OVER TIME";
-  hit.x_label = "TOKENS (THOUSANDS)";
-  hit.y_label = "SHARE ON DEVICE";
-  hit.legend_title = "CONFIGURATION";
+  LinePlot hit = line_plot("FIRING MASS ON THE DEVICE OVER TIME", "TOKENS (THOUSANDS)",
+                           "SHARE ON DEVICE", "CONFIGURATION");
   for (const json& r : runs) {
     std::ifstream in(out + "/" + r.value("label", "") + "/trace.csv");
     std::string line;

@@ -32,10 +32,10 @@ Result<std::unique_ptr<DynamicSparsity>> DynamicSparsity::create(const LlamaMode
     return Status::Error("dynamic sparsity: trace_every must be >= 0");
   if (dm && &dm->model() != &model)
     return Status::Error("dynamic sparsity: the device model belongs to another model");
+  bool hybrid = false;  // migration keeps every layer's capacity, so this never changes
+  for (int il = 0; dm && il < hp.n_layer; ++il) hybrid |= dm->layer(il).hybrid();
   if (opt.migrate) {
-    bool any = false;
-    for (int il = 0; dm && il < hp.n_layer; ++il) any |= dm->layer(il).hybrid();
-    if (!any)
+    if (!hybrid)
       return Status::Error(
           "dynamic placement needs hot neurons on a device (a plan or --vram-budget with "
           "--stats), but no layer has any");
@@ -46,6 +46,7 @@ Result<std::unique_ptr<DynamicSparsity>> DynamicSparsity::create(const LlamaMode
   d->dm_ = dm;
   d->opt_ = opt;
   d->predictor_ = sparse.use_predictor();
+  d->free_audit_ = !d->predictor_ && !hybrid;
   d->thr_.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il)
     d->thr_[static_cast<size_t>(il)] =
@@ -93,11 +94,8 @@ void DynamicSparsity::attach(SparseScratch& sc) {
 }
 
 void DynamicSparsity::begin_call(int64_t n_tok) {
-  bool hybrid = false;
-  for (int il = 0; dm_ && il < model_->hparams().n_layer; ++il) hybrid |= dm_->layer(il).hybrid();
   // Host-only thresholds: act(gate) of every neuron is computed anyway, so every call is watched.
-  const bool free_audit = !predictor_ && !hybrid;
-  audit_now_ = free_audit || calls_ % static_cast<uint64_t>(opt_.audit_every) == 0;
+  audit_now_ = free_audit_ || calls_ % static_cast<uint64_t>(opt_.audit_every) == 0;
   last_layer_tokens_ = n_tok;
   call_fired_mass_ = call_total_mass_ = call_device_mass_ = 0;
   call_fired_ = call_seen_ = call_device_fired_ = 0;

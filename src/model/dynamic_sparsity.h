@@ -107,6 +107,7 @@ class DynamicSparsity final : public SparseMonitor {
   DeviceModel* dm_ = nullptr;
   DynamicOptions opt_;
   bool predictor_ = false;
+  bool free_audit_ = false;  // host-only thresholds: every call observed (no extra gate work)
   sparse::FiringCounters counters_;
   sparse::ThresholdController ctl_;
   std::vector<float> thr_;      // what the forward pass reads (magnitude or predictor)
