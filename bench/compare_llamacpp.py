@@ -2,8 +2,9 @@
 """Side-by-side speed: hotcold vs llama.cpp (llama-cpp-python) on the same GGUF files.
 
 For each model, alternates one hotcold round and one llama.cpp round, --rounds times, with the
-same thread count, prompt length and generation length, and prints mean tokens/s and the
-hotcold / llama.cpp ratio. Run with the venv made by scripts/setup.sh:
+same thread count, prompt length and generation length, and prints mean tokens/s (± sd over
+rounds), the hotcold / llama.cpp ratio of the means and the range of the per-round ratios.
+Run with the venv made by scripts/setup.sh:
 
   ~/.cache/hotcold/venv/bin/python bench/compare_llamacpp.py -t 2 MODEL.gguf [MODEL.gguf ...]
 
@@ -60,7 +61,8 @@ def main() -> int:
     a = ap.parse_args()
     if a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0 or a.rounds < 1:
         ap.error("expected -p >= 0, -n >= 0 (not both 0) and --rounds >= 1")
-    print(f"| model | test | hotcold t/s | llama.cpp t/s | ratio |\n|---|---|---|---|---|")
+    print("| model | test | hotcold t/s | llama.cpp t/s | ratio | per-round ratios |\n"
+          "|---|---|---|---|---|---|")
     for model in a.models:
         llm = Llama(model_path=model, n_ctx=a.n_prompt + a.n_gen + 8, n_batch=max(a.n_prompt, 8),
                     n_threads=a.threads, n_threads_batch=a.threads, verbose=False)
@@ -75,9 +77,14 @@ def main() -> int:
         for i, test in enumerate((f"pp{a.n_prompt}", f"tg{a.n_gen}")):
             if (a.n_prompt, a.n_gen)[i] == 0:
                 continue
-            h = statistics.mean(x[i] for x in hc)
-            l = statistics.mean(x[i] for x in lc)
-            print(f"| {name} | {test} | {h:.1f} | {l:.1f} | {h / l:.2f}x |")
+            hs, ls = [x[i] for x in hc], [x[i] for x in lc]
+            h, l = statistics.mean(hs), statistics.mean(ls)
+            # spread over rounds: the host's memory bandwidth moves from run to run
+            hsd = f" ± {statistics.stdev(hs):.1f}" if len(hs) > 1 else ""
+            lsd = f" ± {statistics.stdev(ls):.1f}" if len(ls) > 1 else ""
+            ratios = sorted(a / b for a, b in zip(hs, ls))
+            print(f"| {name} | {test} | {h:.1f}{hsd} | {l:.1f}{lsd} | {h / l:.2f}x "
+                  f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
         del llm
     return 0
 

@@ -10,9 +10,10 @@
 namespace hc::ops::repack_detail {
 
 namespace {
-// Every weight line 8 KiB ahead into L2, as the quantised kernels (repack_avx512.cpp).
-constexpr int64_t kPrefetch = 8192;
-
+// No software prefetch, unlike the quantised kernels (repack_avx512.cpp): this kernel consumes a
+// 64-byte line every ~2 cycles, fast enough for the hardware stream prefetchers, and an 8 KiB
+// L2 prefetch measured 8-10% slower in an interleaved A/B over a 1 GiB layout on two threads
+// (33.0-33.6 vs 35.7-36.9 GB/s, docs/BENCHMARKS.md).
 inline __m512 col(const uint8_t* g, int64_t k) {
   return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(g + k * kF16Col)));
 }
@@ -24,8 +25,6 @@ void f16_group_avx512(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
   int64_t k = 0;
   for (; k + 4 <= nb; k += 4) {  // 4 columns = two 64-byte lines
-    _mm_prefetch(reinterpret_cast<const char*>(g + k * kF16Col + kPrefetch), _MM_HINT_T1);
-    _mm_prefetch(reinterpret_cast<const char*>(g + k * kF16Col + 64 + kPrefetch), _MM_HINT_T1);
     acc0 = _mm512_fmadd_ps(col(g, k), _mm512_set1_ps(x[k]), acc0);
     acc1 = _mm512_fmadd_ps(col(g, k + 1), _mm512_set1_ps(x[k + 1]), acc1);
     acc2 = _mm512_fmadd_ps(col(g, k + 2), _mm512_set1_ps(x[k + 2]), acc2);
