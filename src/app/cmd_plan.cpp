@@ -75,9 +75,11 @@ Status plan(const PlanFlags& f) {
   if (!(f.device.vram_budget_gib >= 0) || !std::isfinite(f.device.vram_budget_gib))
     return Status::Error("--vram-budget: expected GiB >= 0 (required)");
   if (f.granule < 1) return Status::Error("--granule: expected >= 1 neurons");
+  // Loaded as run / bench load it for this kind of sparsity (SparseFlags::apply_to): which
+  // matrices have the decode layout decides what a CPU device charges for their rows.
   ModelFlags mf = f.model;
   mf.sparse_ffn = true;
-  mf.sparse_gate = true;
+  mf.sparse_gate = f.predictor;
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.stats));
   HC_TRY(stats.check_matches(model->hparams()).with_context("--stats '" + f.stats + "'"));
@@ -93,7 +95,7 @@ Status plan(const PlanFlags& f) {
   HC_LOG_INFO("hardware: host %.1f GB/s, %s %.1f GB/s, link %.1f GB/s, op %.1f us, sync %.1f us",
               hw.host_gbps, dev->name().c_str(), hw.dev_gbps, hw.link_gbps, hw.op_us, hw.sync_us);
   HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
-                      plan_input_for(*model, stats, hw, n_ctx, f.predictor));
+                      plan_input_for(*model, stats, hw, *dev, n_ctx, f.predictor));
   HC_LOG_INFO("plan: %d layers x %lld neurons in granules of %d, solver %s (ILP time limit %.3g s)",
               in.n_layer(), static_cast<long long>(in.n_ff()), f.granule, f.solver.c_str(),
               f.time_limit);

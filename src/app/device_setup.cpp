@@ -49,11 +49,11 @@ int dense_layers_that_fit(const LlamaModel& model, const ops::Device& dev, int n
                           uint64_t budget) {
   const LlamaHParams& hp = model.hparams();
   uint64_t used = dev.overhead_bytes() +
-                  DeviceSession::scratch_bytes(hp, kForwardUbatch, /*attn=*/true, /*dense=*/true,
-                                               /*hot=*/false, /*output=*/false);
+                  DeviceSession::scratch_bytes(dev, hp, kForwardUbatch, /*attn=*/true,
+                                               /*dense=*/true, /*hot=*/false, /*output=*/false);
   int n = 0;
   for (int il = hp.n_layer - 1; il >= 0; --il) {
-    used += layer_dense_bytes(model, il) + layer_kv_bytes(model, n_ctx);
+    used += layer_dense_store_bytes(model, dev, il) + DeviceSession::kv_layer_bytes(dev, hp, n_ctx);
     if (used > budget) break;
     ++n;
   }
@@ -91,7 +91,7 @@ Result<sparse::PlacementPlan> plan_for(const DeviceFlags& f, const SparseFlags& 
   HC_TRY(stats.check_matches(hp).with_context("--stats '" + sf.stats + "'"));
   HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(dev, model));
   HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
-                      plan_input_for(model, stats, hw, n_ctx, sparse.use_predictor()));
+                      plan_input_for(model, stats, hw, dev, n_ctx, sparse.use_predictor()));
   sparse::PlannerOptions po;
   po.budget_bytes = budget;
   HC_ASSIGN_OR_RETURN(sparse::PlanResult r, sparse::plan_best(in, po));

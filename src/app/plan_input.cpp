@@ -30,6 +30,22 @@ uint64_t layer_dense_bytes(const LlamaModel& model, int il) {
          bytes_of(L.ffn_up) + bytes_of(L.ffn_down);
 }
 
+uint64_t layer_attn_store_bytes(const LlamaModel& model, const ops::Device& dev, int il) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  uint64_t b = 0;
+  for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo})
+    if (!t->empty()) b += dev.weight_bytes(*t, t->ne1);
+  return b;
+}
+
+uint64_t layer_dense_store_bytes(const LlamaModel& model, const ops::Device& dev, int il) {
+  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+  uint64_t b = layer_attn_store_bytes(model, dev, il);
+  for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+    if (!t->empty()) b += dev.weight_bytes(*t, t->ne1);
+  return b;
+}
+
 uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx) {
   const LlamaHParams& hp = model.hparams();
   return 2ull * static_cast<uint64_t>(n_ctx) * hp.n_head_kv * hp.head_dim * sizeof(fp16_t);
@@ -55,14 +71,14 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.op_us = dp.op_us;
   hw.sync_us = dp.sync_us;
   hw.dev_overhead_bytes = dev.overhead_bytes();
-  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(model.hparams(), kForwardUbatch, true, false,
-                                                    true, false);
+  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model.hparams(), kForwardUbatch, true,
+                                                    false, true, false);
   return hw;
 }
 
 Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats& stats,
-                                         const sparse::HardwareProfile& hw, int n_ctx,
-                                         bool predictor) {
+                                         const sparse::HardwareProfile& hw,
+                                         const ops::Device& dev, int n_ctx, bool predictor) {
   const LlamaHParams& hp = model.hparams();
   HC_TRY(stats.check_matches(hp));
   sparse::PlanInput in;
@@ -73,12 +89,21 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
     const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
     sparse::LayerCosts c;
     c.attn_bytes = layer_attn_bytes(model, il);
-    c.kv_bytes = layer_kv_bytes(model, n_ctx);
-    c.kv_read_bytes = c.kv_bytes / 2;  // a half-full context on average
+    c.attn_store_bytes = layer_attn_store_bytes(model, dev, il);
+    c.kv_read_bytes = layer_kv_bytes(model, n_ctx) / 2;  // a half-full context on average
+    c.kv_bytes = DeviceSession::kv_layer_bytes(dev, hp, n_ctx);
     const TensorView& down = L.ffn_down.empty() ? L.ffn_down_t : L.ffn_down;
     const GgmlType dt = L.ffn_down.empty() ? L.ffn_down_t.type : ops::down_t_type(down.type);
     const uint64_t down_row = static_cast<uint64_t>(row_bytes(dt, hp.n_embd));
     c.neuron_bytes = row_of(L.ffn_gate) + row_of(L.ffn_up) + down_row;
+    // What DeviceModel::place_layer uploads for n hot neurons: compact gate, up and down_t
+    // matrices (down_t as the sparse FFN builds it: no decode layout, unless the file's own).
+    const TensorView down_t = L.ffn_down.empty()
+                                  ? L.ffn_down_t
+                                  : TensorView::make(dt, nullptr, hp.n_embd, hp.n_ff);
+    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t](int64_t n) {
+      return d->weight_bytes(gate, n) + d->weight_bytes(up, n) + d->weight_bytes(down_t, n);
+    };
     // Host: a firing cold neuron costs its up and down rows (and its gate row when a predictor
     // chose it); without a predictor every cold gate row is read for the firing test.
     c.host_neuron_bytes = row_of(L.ffn_up) + down_row + (predictor ? row_of(L.ffn_gate) : 0);

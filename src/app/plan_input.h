@@ -18,6 +18,10 @@ uint64_t layer_attn_bytes(const LlamaModel& model, int il);
 uint64_t layer_dense_bytes(const LlamaModel& model, int il);  // attention + FFN
 // K and V of one layer for n_ctx positions (fp16).
 uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx);
+// What placing layer il's attention block / its whole dense layer on `dev` charges there
+// (Device::weight_bytes of each tensor: allocation rounding, the CPU device's decode layout).
+uint64_t layer_attn_store_bytes(const LlamaModel& model, const ops::Device& dev, int il);
+uint64_t layer_dense_store_bytes(const LlamaModel& model, const ops::Device& dev, int il);
 
 // Host read bandwidth (membw read probe, 64 MiB, on n_threads) unless host_gbps > 0, and the
 // device's profile and overhead; dev_fixed_bytes = a session's device scratch.
@@ -25,9 +29,11 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
                                                  int n_threads = 2, double host_gbps = 0);
 
 // Per-layer costs for the sparse FFN (predictor: the predicted set is read on both sides; else
-// the device computes all its hot neurons and the host reads every cold gate row).
+// the device computes all its hot neurons and the host reads every cold gate row). Device
+// bytes are what `dev` charges for them (its hot_store_bytes refer to dev: keep it alive while
+// the input is used).
 Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats& stats,
-                                         const sparse::HardwareProfile& hw, int n_ctx,
-                                         bool predictor);
+                                         const sparse::HardwareProfile& hw,
+                                         const ops::Device& dev, int n_ctx, bool predictor);
 
 }  // namespace hc

@@ -271,16 +271,25 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
   if (n.output) fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
 }
 
-uint64_t rounded(uint64_t b) { return (b + 255) / 256 * 256; }  // allocation granularity
+uint64_t kv_half_bytes(const LlamaHParams& hp, int n_ctx) {  // K or V of one layer
+  return static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim *
+         sizeof(fp16_t);
+}
 
 }  // namespace
 
-uint64_t DeviceSession::scratch_bytes(const LlamaHParams& hp, int64_t max_tokens, bool attn,
-                                     bool dense, bool hot, bool output) {
+uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaHParams& hp,
+                                     int64_t max_tokens, bool attn, bool dense, bool hot,
+                                     bool output) {
   uint64_t total = 0;
   for_each_buffer(hp, static_cast<uint64_t>(max_tokens), Needs{attn, dense, hot, output},
-                  [&](auto, uint64_t bytes, const char*) { total += rounded(bytes); });
+                  [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
   return total;
+}
+
+uint64_t DeviceSession::kv_layer_bytes(const ops::Device& dev, const LlamaHParams& hp,
+                                      int n_ctx) {
+  return 2 * dev.charge_bytes(kv_half_bytes(hp, n_ctx));
 }
 
 Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& dm, int n_ctx,
@@ -292,8 +301,7 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   s->dm_ = &dm;
   s->n_ctx_ = n_ctx;
   s->max_tokens_ = max_tokens;
-  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
-  const uint64_t kv_layer = static_cast<uint64_t>(n_ctx) * kv_dim * sizeof(fp16_t);
+  const uint64_t kv_layer = kv_half_bytes(hp, n_ctx);
   s->k_.assign(static_cast<size_t>(hp.n_layer), nullptr);
   s->v_.assign(static_cast<size_t>(hp.n_layer), nullptr);
   Needs needs;

@@ -114,10 +114,13 @@ class DeviceSession {
  public:
   static Result<std::unique_ptr<DeviceSession>> create(const DeviceModel& dm, int n_ctx,
                                                        int64_t max_tokens);
-  // Device bytes create() allocates besides the KV cache, for a model with some attention
-  // layers / dense FFNs / hot neurons / the output layer on the device (planning, -ngl fit).
-  static uint64_t scratch_bytes(const LlamaHParams& hp, int64_t max_tokens, bool attn,
-                                bool dense, bool hot, bool output);
+  // Device bytes create() charges on `dev` besides the KV cache, for a model with some
+  // attention layers / dense FFNs / hot neurons / the output layer on the device (planning,
+  // -ngl fit), each buffer rounded as dev.alloc charges it.
+  static uint64_t scratch_bytes(const ops::Device& dev, const LlamaHParams& hp,
+                                int64_t max_tokens, bool attn, bool dense, bool hot, bool output);
+  // Device bytes of one layer's KV cache (K and V) for n_ctx positions, as charged on `dev`.
+  static uint64_t kv_layer_bytes(const ops::Device& dev, const LlamaHParams& hp, int n_ctx);
   ~DeviceSession();
   DeviceSession(const DeviceSession&) = delete;
   DeviceSession& operator=(const DeviceSession&) = delete;

@@ -69,6 +69,8 @@ class Device {
   virtual uint64_t measured_bytes() const = 0;
   // Device memory of `bytes` (64-byte aligned), charged; `what` names the use in errors.
   virtual Result<void*> alloc(uint64_t bytes, const char* what) = 0;
+  // What alloc(bytes) charges: the request rounded to the device's allocation granule.
+  virtual uint64_t charge_bytes(uint64_t bytes) const = 0;
   virtual void free(void* p) = 0;
   // Host memory usable as the host side of queued copies (pinned for CUDA). Not charged.
   virtual Result<void*> alloc_host(uint64_t bytes) = 0;
@@ -85,6 +87,10 @@ class Device {
   virtual Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows,
                                            int64_t row0, int64_t n_rows, const char* what);
   virtual void free_weight(const TensorView& w);
+  // What upload_weight charges for n_rows rows of a matrix like `host` (its type, row length
+  // and whether the host has its decode layout), with every allocation's rounding: the bytes
+  // the planners count (0 for 0 rows: nothing uploaded).
+  virtual uint64_t weight_bytes(const TensorView& host, int64_t n_rows) const;
 
   // ---- queued operations ------------------------------------------------------------------
   virtual void copy_to_device(void* dst, const void* host_src, uint64_t bytes) = 0;
@@ -160,6 +166,11 @@ inline Result<TensorView> Device::upload_weight(const TensorView& host, const in
     }
   }
   return TensorView::make(host.type, dst, host.ne0, n_rows);
+}
+inline uint64_t Device::weight_bytes(const TensorView& host, int64_t n_rows) const {
+  if (n_rows <= 0) return 0;
+  return charge_bytes(static_cast<uint64_t>(row_bytes(host.type, host.ne0)) *
+                      static_cast<uint64_t>(n_rows));
 }
 inline void Device::free_weight(const TensorView& w) {
   if (w.data) free(const_cast<void*>(w.data));

@@ -35,12 +35,28 @@ Status validate_hw(const HardwareProfile& hw) {
   return Status::Ok();
 }
 
+uint64_t hot_store(const LayerCosts& l, int64_t n) {
+  return l.hot_store_bytes ? l.hot_store_bytes(n) : static_cast<uint64_t>(n) * l.neuron_bytes;
+}
+uint64_t attn_store(const LayerCosts& l) {
+  return l.attn_store_bytes ? l.attn_store_bytes : l.attn_bytes;
+}
+
 Status validate_layer(const LayerCosts& l, int il, size_t n_ff) {
   const std::string where = "layer " + std::to_string(il) + ": ";
   if (l.fire_prob.size() != n_ff)
     return Status::Error(where + "fire_prob has " + std::to_string(l.fire_prob.size()) +
                          " neurons, layer 0 has " + std::to_string(n_ff));
   if (l.neuron_bytes == 0) return Status::Error(where + "neuron_bytes is 0");
+  if (l.hot_store_bytes) {  // checked where the planners evaluate it: 0, 1 and every neuron
+    const auto n = static_cast<int64_t>(n_ff);
+    const uint64_t b0 = l.hot_store_bytes(0), b1 = l.hot_store_bytes(1),
+                   bn = l.hot_store_bytes(n);
+    if (b0 != 0 || b1 == 0 || bn < b1)
+      return Status::Error(where + "hot_store_bytes(0, 1, " + std::to_string(n) + ") = " +
+                           std::to_string(b0) + ", " + std::to_string(b1) + ", " +
+                           std::to_string(bn) + ": expected 0 and then positive, non-decreasing");
+  }
   for (size_t i = 0; i < n_ff; ++i)
     if (!(l.fire_prob[i] >= 0 && l.fire_prob[i] <= 1))
       return Status::Error(where + "fire_prob[" + std::to_string(i) + "] is " +
@@ -92,8 +108,8 @@ LayerTime predict_layer(const PlanInput& in, const LayerCosts& l, const LayerPla
   t.ffn_host_s = host_read / (in.hw.host_gbps * kGB);
   t.ffn_s = uses ? std::max(t.ffn_device_s, t.ffn_host_s) + trip_s(in) : t.ffn_host_s;
   t.device_mass = mass_all > 0 ? mass_dev / mass_all : 0.0;
-  t.device_bytes = static_cast<uint64_t>(lp.hot.size()) * l.neuron_bytes +
-                   (lp.attn_on_device ? l.attn_bytes + l.kv_bytes : 0) +
+  t.device_bytes = hot_store(l, static_cast<int64_t>(lp.hot.size())) +
+                   (lp.attn_on_device ? attn_store(l) + l.kv_bytes : 0) +
                    (l.predictor_on_device ? l.predictor_bytes : 0);
   return t;
 }
@@ -202,10 +218,11 @@ LayerModel build_model(const PlanInput& in, const LayerCosts& l, int granule) {
   m.dev_const_s = l.predictor_on_device ? static_cast<double>(l.predictor_bytes) / dev_bw : 0.0;
   m.ops_s = in.ffn_device_ops * in.hw.op_us * kUs;
   m.trip_s = trip_s(in);
-  m.neuron_bytes = l.neuron_bytes;
+  m.ffn_store.resize(n_gran + 1);
+  for (size_t g = 0; g <= n_gran; ++g) m.ffn_store[g] = hot_store(l, m.n_hot[g]);
   m.attn_host_s = attn_host_s(in, l);
   m.attn_saved_s = m.attn_host_s - attn_dev_s(in, l);
-  m.attn_bytes = l.attn_bytes + l.kv_bytes;
+  m.attn_bytes = attn_store(l) + l.kv_bytes;
   return m;
 }
 

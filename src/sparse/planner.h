@@ -20,8 +20,9 @@
 //   concurrently (max); each device excursion pays one round trip and the copy of x and y.
 //   Total = sum over layers + other_s (embeddings, output layer: host). tok/s = 1 / total.
 //   Device bytes = 0 when nothing is on the device, else dev_overhead_bytes + dev_fixed_bytes
-//   + sum(attention on device: attn_bytes + kv_bytes) + sum |H| * neuron_bytes
-//   + sum(predictor_on_device: predictor_bytes).
+//   + sum(attention on device: attn_store_bytes + kv_bytes) + sum hot_store_bytes(|H|)
+//   + sum(predictor_on_device: predictor_bytes), the store figures being what the device
+//   charges (by default attn_bytes and |H| * neuron_bytes).
 //
 // Decisions: per layer, attention on device or not and k, the number of hot neurons; for a given
 // k the best hot set is the k most frequent neurons (ties: lower index first). Neurons are taken
@@ -34,6 +35,7 @@
 //   plan_best:   both (and an optional earlier plan), keeps the fastest by predict_plan.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -54,10 +56,15 @@ struct HardwareProfile {
 };
 
 struct LayerCosts {
-  uint64_t attn_bytes = 0;     // wq, wk, wv, wo + norms
-  uint64_t kv_bytes = 0;       // the layer's KV cache for the context (device bytes)
+  uint64_t attn_bytes = 0;     // wq, wk, wv, wo + norms (read per token)
+  uint64_t kv_bytes = 0;       // the layer's KV cache for the context (device bytes charged)
   uint64_t kv_read_bytes = 0;  // KV bytes attention reads per token (e.g. half-full context)
-  uint64_t neuron_bytes = 0;   // device bytes of one neuron: gate row + up row + down_t row
+  uint64_t neuron_bytes = 0;   // bytes of one neuron read on the device: gate + up + down_t row
+  // Device bytes charged, where they differ from the bytes read (allocation rounding; the CPU
+  // device keeps the decode layout beside ggml's): the attention block (0 = attn_bytes) and n
+  // hot neurons (empty = n * neuron_bytes; must be 0 for n = 0 and non-decreasing).
+  uint64_t attn_store_bytes = 0;
+  std::function<uint64_t(int64_t n)> hot_store_bytes;
   uint64_t host_neuron_bytes = 0;  // host bytes read per firing cold neuron (sparse rows)
   uint64_t host_cold_bytes = 0;    // host bytes read per cold neuron, firing or not (the gate
                                    // row when the gate runs dense over the cold set)

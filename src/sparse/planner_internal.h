@@ -24,13 +24,13 @@ struct LayerModel {
   double ops_s = 0;        // FFN device ops, paid when the device is used
   double trip_s = 0;       // round trip + copy of x and y
   bool pred_on_device = false;
-  uint64_t neuron_bytes = 0;
+  std::vector<uint64_t> ffn_store;  // [n_gran + 1] device bytes of the first g granules
   double attn_host_s = 0;    // attention on the host
   double attn_saved_s = 0;   // attention host time - device time (may be negative)
-  uint64_t attn_bytes = 0;   // attention weights + KV cache
+  uint64_t attn_bytes = 0;   // attention weights + KV cache, as charged on the device
 
   int n_gran() const { return static_cast<int>(n_hot.size()) - 1; }
-  uint64_t ffn_bytes(int g) const { return static_cast<uint64_t>(n_hot[g]) * neuron_bytes; }
+  uint64_t ffn_bytes(int g) const { return ffn_store[static_cast<size_t>(g)]; }
   // The layer's FFN time with the first g granules on the device.
   double ffn_s(int g) const {
     if (g == 0 && !pred_on_device) return host_all_s;

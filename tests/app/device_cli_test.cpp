@@ -65,6 +65,34 @@ TEST(DeviceCli, DenseOffloadOnTheCpuDeviceGivesTheHostTokens) {
   EXPECT_EQ(p0.out.substr(pos0, 20), p1.out.substr(pos1, 20));
 }
 
+// --vram-budget without a sparse FFN offloads as many trailing layers as fit, counting what the
+// device charges: on a Q8_0 model the CPU device keeps the decode layout beside ggml's rows, and
+// counting file bytes only (as before) picked layers that then failed to load at most of these
+// budgets. Every budget runs and gives the host's tokens.
+TEST(DeviceCli, DenseOffloadUnderABudgetCountsWhatTheDeviceCharges) {
+  ScratchDir dir;
+  const std::string f32 = test::convert_stories260k(dir, "stories260K");
+  const std::string model = dir.file("q8.gguf");
+  CliResult q = run_hotcold({"quantize", f32, model, "Q8_0"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const std::vector<std::string> gen = {"run", "-m", model, "-p", "Once upon a time", "-n", "12",
+                                        "--temp", "0", "--ids"};
+  CliResult host = run_hotcold(gen);
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  int partial = 0;
+  for (const char* gib : {"0.0005", "0.0006", "0.00065", "0.0007", "0.0008", "0.0009", "0.001",
+                          "0.0011"}) {
+    SCOPED_TRACE(gib);
+    std::vector<std::string> a = gen;
+    a.insert(a.end(), {"--vram-budget", gib, "--device", "cpu"});
+    CliResult r = run_hotcold(a);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, host.out);
+    for (const char* n : {"1/5", "2/5", "3/5", "4/5"}) partial += has(r.err, n);
+  }
+  EXPECT_GE(partial, 4);  // the budgets bind: most offload some layers, not all
+}
+
 TEST(DeviceCli, BadDeviceFlagsAreClearErrors) {
   ScratchDir dir;
   const std::string model = test::convert_stories260k(dir, "stories260K");

@@ -126,6 +126,42 @@ TEST_F(PlanCli, SolversAndAGenerousBudget) {
   }
 }
 
+// A plan made for a device fits it at run time under the same budget: the planner counts what
+// the device charges (allocation rounding; the CPU device's decode layout beside ggml's rows
+// for the hot gate rows of a Q8_0 model), and plan loads the model as run does. Budgets where
+// the plan fills the budget; a planner counting file rows only overshot at load.
+TEST_F(PlanCli, APlanFitsTheBudgetItWasMadeForAtRunTime) {
+  ScratchDir dir;
+  const std::string q8 = dir.file("relu-q8.gguf");
+  CliResult q = run_hotcold({"quantize", model_, q8, "Q8_0"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  for (const char* gib : {"0.0005", "0.0007"}) {
+    SCOPED_TRACE(gib);
+    const std::string plan_file = dir.file(std::string("plan-") + gib + ".gguf");
+    // A slow host and free round trips, so the device is worth filling.
+    CliResult r = run_hotcold({"plan", "-m", q8, "--stats", stats_, "--vram-budget", gib, "-o",
+                               plan_file, "--device", "cpu", "--host-gbps", "0.5", "--dev-gbps",
+                               "400", "--link-gbps", "25", "--op-us", "0", "--sync-us", "0",
+                               "--time-limit", "5", "--granule", "4"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    double used_mib = -1, budget_mib = -1;
+    const size_t at = r.out.find("device bytes: ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + at, "device bytes: %lf MiB of a %lf MiB budget",
+                          &used_mib, &budget_mib),
+              2);
+    EXPECT_GT(used_mib, 0.75 * budget_mib) << r.out;  // the budget binds
+    auto plan = sparse::read_plan(plan_file);
+    ASSERT_TRUE(plan.ok()) << plan.message();
+    EXPECT_GT(plan->n_hot_total(), 5 * 16);  // some layer has a group of 16 hot rows or more
+    CliResult run = run_hotcold({"run", "-m", q8, "--sparse", "--device", "cpu", "--plan",
+                                 plan_file, "--vram-budget", gib, "-p", "Once upon", "-n", "4",
+                                 "--temp", "0"});
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_FALSE(has(run.err, "cannot allocate")) << run.err;
+  }
+}
+
 TEST_F(PlanCli, Errors) {
   ScratchDir dir;
   const std::string out = dir.file("p.gguf");

@@ -70,6 +70,33 @@ TEST(CudaDevice, AllocationsStayWithinTheBudget) {
   EXPECT_TRUE(dev->sync().ok());
 }
 
+// The planners count device bytes with weight_bytes and charge_bytes: exactly what
+// upload_weight and alloc charge, on both sides of the 1 MiB point where the granule grows.
+TEST(CudaDevice, WeightBytesIsWhatUploadWeightCharges) {
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto dev = open_with_budget(3ull << 30);
+  const int64_t cols = 4096;
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(GgmlType::Q8_0, cols) * 600), 0);
+  const TensorView host = TensorView::make(GgmlType::Q8_0, w.data(), cols, 600);
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{240}, int64_t{241}, int64_t{600}}) {
+    SCOPED_TRACE(n);
+    const uint64_t before = dev->charged_bytes();
+    auto dw = dev->upload_weight(host, nullptr, 0, n, "w");
+    ASSERT_TRUE(dw.ok()) << dw.message();
+    EXPECT_EQ(dev->weight_bytes(host, n), dev->charged_bytes() - before);
+    dev->free_weight(*dw);
+  }
+  for (uint64_t b : {uint64_t{1}, uint64_t{513}, kMiB - 1, kMiB, kMiB + 1, 5 * kMiB + 3}) {
+    SCOPED_TRACE(b);
+    const uint64_t before = dev->charged_bytes();
+    auto p = dev->alloc(b, "probe");
+    ASSERT_TRUE(p.ok()) << p.message();
+    EXPECT_EQ(dev->charge_bytes(b), dev->charged_bytes() - before);
+    EXPECT_GE(dev->charge_bytes(b), b);
+    dev->free(*p);
+  }
+}
+
 TEST(CudaDevice, MatmulWithoutRoomForScratchStillComputes) {
   if (!has_gpu()) GTEST_SKIP() << "no CUDA device";
   auto dev = open_with_budget(3ull << 30);

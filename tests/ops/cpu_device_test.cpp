@@ -115,6 +115,46 @@ TEST(CpuDevice, CompactUploadsHoldTheChosenRowsAndTheHostsLayout) {
   EXPECT_EQ(dev->charged_bytes(), 0u);
 }
 
+// The planners count device bytes with weight_bytes: it must be exactly what upload_weight
+// charges, for every type, with and without the host's decode layout (which the CPU device
+// copies beside ggml's rows when the matrix has at least one group of rows), and for row counts
+// on both sides of the group size.
+TEST(CpuDevice, WeightBytesIsWhatUploadWeightCharges) {
+  auto dev = open();
+  ASSERT_TRUE(dev);
+  const int64_t cols = 256, rows = 40;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                     GgmlType::Q4_K}) {
+    std::vector<uint8_t> w = weights(t, cols, rows, 11);
+    TensorView host = TensorView::make(t, w.data(), cols, rows);
+    std::vector<uint8_t> packed;
+    for (bool with_layout : {false, true}) {
+      if (with_layout) {
+        if (!repack_available(t)) continue;
+        packed.resize(static_cast<size_t>(repack_bytes(t, cols, rows)));
+        repack_groups(host, 0, (rows + kRepackRows - 1) / kRepackRows, packed.data());
+        host.packed = packed.data();
+      }
+      const int64_t g = kRepackRows;
+      for (int64_t n : {int64_t{1}, int64_t{3}, g - 1, g, g + 1, rows}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + (with_layout ? " decode layout" : "") +
+                     ", rows " + std::to_string(n));
+        const uint64_t before = dev->charged_bytes();
+        auto dw = dev->upload_weight(host, nullptr, 0, n, "w");
+        ASSERT_TRUE(dw.ok()) << dw.message();
+        const uint64_t charged = dev->charged_bytes() - before;
+        EXPECT_EQ(dev->weight_bytes(host, n), charged);
+        // The decode layout is charged on top of the rows, never instead of them.
+        const uint64_t rows_only = dev->charge_bytes(static_cast<uint64_t>(row_bytes(t, cols) * n));
+        EXPECT_EQ(charged > rows_only, with_layout && n >= kRepackRows);
+        dev->free_weight(*dw);
+      }
+    }
+  }
+  EXPECT_EQ(dev->weight_bytes(TensorView::make(GgmlType::F32, nullptr, cols, rows), 0), 0u);
+  EXPECT_EQ(dev->charged_bytes(), 0u);
+}
+
 TEST(CpuDevice, OperationsEqualTheHostKernels) {
   auto dev = open(0, 2);
   ThreadPool pool(2);

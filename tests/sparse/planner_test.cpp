@@ -300,6 +300,52 @@ TEST(Planner, BudgetNeverExceededAndSweepMonotone) {
   EXPECT_FALSE(plan_sweep(in, opts(0), {10, 5}).ok());
 }
 
+// Device bytes charged differently from the bytes read (the CPU device keeps two layouts of a
+// matrix of 16+ rows; allocations round up): both planners keep the charged bytes within the
+// budget, predict_plan reports them, and the read bytes still drive the time.
+TEST(Planner, ChargedBytesNotReadBytesAreBudgeted) {
+  PlanInput in = power_law_input(4, 128);
+  const uint64_t row = in.layers[0].neuron_bytes;
+  for (LayerCosts& l : in.layers) {
+    l.attn_store_bytes = 2 * l.attn_bytes + 4096;
+    l.hot_store_bytes = [row](int64_t n) -> uint64_t {
+      if (n == 0) return 0;
+      return (static_cast<uint64_t>(n) * row + 63) / 64 * 64 + (n >= 16 ? n * row : 0) + 512;
+    };
+  }
+  PlanInput linear = power_law_input(4, 128);
+  const uint64_t budget = 6u << 20;  // below what the best unconstrained plan would take
+  for (int solver = 0; solver < 2; ++solver) {
+    SCOPED_TRACE(solver == 0 ? "greedy" : "ilp");
+    auto r = solver == 0 ? plan_greedy(in, opts(budget)) : plan_ilp(in, opts(budget));
+    auto lin = solver == 0 ? plan_greedy(linear, opts(budget)) : plan_ilp(linear, opts(budget));
+    ASSERT_TRUE(r.ok() && lin.ok());
+    // What the charged figures add up to, layer by layer, from the plan alone.
+    uint64_t charged = in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes;
+    for (int il = 0; il < in.n_layer(); ++il) {
+      const LayerPlacement& lp = r->plan.layers[static_cast<size_t>(il)];
+      const LayerCosts& l = in.layers[static_cast<size_t>(il)];
+      const uint64_t b = l.hot_store_bytes(static_cast<int64_t>(lp.hot.size())) +
+                         (lp.attn_on_device ? l.attn_store_bytes + l.kv_bytes : 0);
+      EXPECT_EQ(r->prediction.layers[static_cast<size_t>(il)].device_bytes, b) << il;
+      charged += b;
+    }
+    EXPECT_EQ(r->prediction.device_bytes, charged);
+    EXPECT_LE(charged, budget);
+    EXPECT_GT(charged, budget / 2);  // the budget binds
+    // Twice the bytes per neuron: fewer neurons fit than when charged bytes equal read bytes.
+    EXPECT_LT(r->plan.n_hot_total(), lin->plan.n_hot_total());
+    // The time model is the read bytes': the same plan predicts the same time either way.
+    auto same = predict_plan(linear, r->plan);
+    ASSERT_TRUE(same.ok());
+    EXPECT_DOUBLE_EQ(same->seconds_per_token, r->prediction.seconds_per_token);
+  }
+  in.layers[2].hot_store_bytes = [](int64_t n) -> uint64_t { return 100 + n; };
+  auto bad = plan_greedy(in, opts(budget));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("layer 2: hot_store_bytes"), std::string::npos) << bad.message();
+}
+
 // A sweep in which each plan_best is handed the previous plan keeps it when both solvers do
 // worse: here the "ILP" is starved (1 ms) on purpose, so only the previous plan can guarantee
 // monotonicity. Whatever the ILP manages, the chain must not rise.

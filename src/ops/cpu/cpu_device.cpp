@@ -105,9 +105,12 @@ class CpuDevice final : public Device {
   uint64_t overhead_bytes() const override { return 0; }
   uint64_t measured_bytes() const override { return charged_bytes(); }
 
+  uint64_t charge_bytes(uint64_t bytes) const override {
+    return (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
+  }
   Result<void*> alloc(uint64_t bytes, const char* what) override {
     std::lock_guard<std::mutex> lk(mem_mu_);
-    const uint64_t rounded = (std::max<uint64_t>(bytes, 1) + 63) / 64 * 64;
+    const uint64_t rounded = charge_bytes(bytes);
     if (rounded > budget_bytes() - charged_)
       return Status::Error(std::string("cpu device: cannot allocate ") + mib(rounded) + " for " +
                            what + ": " + mib(charged_) + " of the " + mib(budget_bytes()) +
@@ -159,6 +162,12 @@ class CpuDevice final : public Device {
     repack_groups(*w, 0, (n_rows + kRepackRows - 1) / kRepackRows, static_cast<uint8_t*>(*mem));
     w->packed = *mem;
     return w;
+  }
+  uint64_t weight_bytes(const TensorView& host, int64_t n_rows) const override {
+    const uint64_t rows = Device::weight_bytes(host, n_rows);
+    if (rows == 0 || !host.packed || !repack_available(host.type) || n_rows < kRepackRows)
+      return rows;
+    return rows + charge_bytes(static_cast<uint64_t>(repack_bytes(host.type, host.ne0, n_rows)));
   }
   void free_weight(const TensorView& w) override {
     if (w.packed) free(const_cast<void*>(w.packed));

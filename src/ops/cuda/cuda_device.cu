@@ -187,6 +187,8 @@ uint64_t CudaDevice::measured_bytes() const {
   return free_before_ > now ? free_before_ - now : 0;
 }
 
+uint64_t CudaDevice::charge_bytes(uint64_t bytes) const { return charge_for(bytes); }
+
 Result<void*> CudaDevice::alloc(uint64_t bytes, const char* what) {
   select();
   const uint64_t charge = charge_for(bytes);

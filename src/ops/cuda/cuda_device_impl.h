@@ -53,6 +53,7 @@ class CudaDevice final : public Device {
   uint64_t overhead_bytes() const override { return overhead_; }
   uint64_t measured_bytes() const override;
   Result<void*> alloc(uint64_t bytes, const char* what) override;
+  uint64_t charge_bytes(uint64_t bytes) const override;
   void free(void* p) override;
   Result<void*> alloc_host(uint64_t bytes) override;
   void free_host(void* p) override;
