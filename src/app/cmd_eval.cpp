@@ -260,7 +260,7 @@ struct Runner {
       if (tok.is_eog(next)) break;
       text += tok.token_to_piece(next, false);
       ++*n_gen;
-      if (eval::truncate_completion(p, text).size() < text.size()) break;  // a stop sequence
+      if (eval::stop_position(p, text) < text.size()) break;  // a stop sequence
       const int32_t one[1] = {next};
       HC_TRY(session->eval(one));
     }

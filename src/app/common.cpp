@@ -149,20 +149,34 @@ void ProgressBar::update(int64_t done, double tokens, const std::string& extra) 
   std::fflush(stderr);
 }
 
-Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
-                          int n_chunk, const char* label) {
+namespace {
+
+// Chunks [0, n_chunk) of `tokens`, n_ctx each, each evaluated in a fresh context with BOS
+// first (as llama.cpp's perplexity); after(c) runs once chunk c is evaluated.
+Status eval_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx, int n_chunk,
+                   bool all_logits, const std::function<void(int)>& after) {
   const Tokenizer& tok = session.model().tokenizer();
-  ProgressBar bar(label, n_chunk, "chunks");
-  bar.update(0, 0);
   std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
   for (int c = 0; c < n_chunk; ++c) {
-    std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx, chunk.begin());
+    std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx,
+              chunk.begin());
     if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
     session.truncate(0);
-    HC_TRY(session.eval(chunk));
-    bar.update(c + 1, static_cast<double>(c + 1) * n_ctx);
+    HC_TRY(session.eval(chunk, all_logits));
+    after(c);
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status eval_corpus_chunks(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
+                          int n_chunk, const char* label) {
+  ProgressBar bar(label, n_chunk, "chunks");
+  bar.update(0, 0);
+  return eval_chunks(session, tokens, n_ctx, n_chunk, /*all_logits=*/false, [&](int c) {
+    bar.update(c + 1, static_cast<double>(c + 1) * n_ctx);
+  });
 }
 
 double nll_of(const float* logits, int n_vocab, int32_t token) {
@@ -176,7 +190,6 @@ double nll_of(const float* logits, int n_vocab, int32_t token) {
 Result<PplResult> score_perplexity(Session& session, const std::vector<int32_t>& tokens, int n_ctx,
                                    int n_chunk,
                                    const std::function<void(int chunk, const PplResult&)>& on_chunk) {
-  const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().hparams().n_vocab;
   if (n_ctx < 4 || static_cast<int64_t>(tokens.size()) < int64_t{n_chunk} * n_ctx)
     return Status::Error("perplexity: need " + std::to_string(int64_t{n_chunk} * n_ctx) +
@@ -186,13 +199,7 @@ Result<PplResult> score_perplexity(Session& session, const std::vector<int32_t>&
   double nll = 0.0, nll2 = 0.0;
   PplResult r;
   const double t0 = now_seconds();
-  std::vector<int32_t> chunk(static_cast<size_t>(n_ctx));
-  for (int c = 0; c < n_chunk; ++c) {
-    std::copy(tokens.begin() + int64_t{c} * n_ctx, tokens.begin() + int64_t{c + 1} * n_ctx,
-              chunk.begin());
-    if (tok.add_bos() && tok.bos_id() >= 0) chunk[0] = tok.bos_id();
-    session.truncate(0);
-    HC_TRY(session.eval(chunk, /*all_logits=*/true));
+  HC_TRY(eval_chunks(session, tokens, n_ctx, n_chunk, /*all_logits=*/true, [&](int c) {
     const std::vector<float>& logits = session.logits();
     for (int j = first; j < n_ctx - 1; ++j) {
       const double v = nll_of(logits.data() + int64_t{j} * n_vocab, n_vocab,
@@ -208,7 +215,7 @@ Result<PplResult> score_perplexity(Session& session, const std::vector<int32_t>&
     r.chunks = c + 1;
     r.seconds = now_seconds() - t0;
     if (on_chunk) on_chunk(c, r);
-  }
+  }));
   return r;
 }
 

@@ -200,14 +200,18 @@ Result<std::vector<CodeProblem>> load_mbpp(const std::string& path) {
   return problems;
 }
 
-std::string truncate_completion(const CodeProblem& p, const std::string& completion) {
+size_t stop_position(const CodeProblem& p, std::string_view completion) {
   size_t cut = completion.size();
   for (const std::string& s : p.stop) {
     if (s.empty()) continue;
     const size_t at = completion.find(s);
     if (at < cut) cut = at;
   }
-  return completion.substr(0, cut);
+  return cut;
+}
+
+std::string truncate_completion(const CodeProblem& p, const std::string& completion) {
+  return completion.substr(0, stop_position(p, completion));
 }
 
 std::string build_program(const CodeProblem& p, const std::string& completion) {

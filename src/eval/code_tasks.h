@@ -3,6 +3,7 @@
 // sandbox runs to check a completion, and the unbiased pass@k estimator.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +25,9 @@ Result<std::vector<CodeProblem>> load_humaneval(const std::string& path);
 // """\n<text>\n<test_list[0]>\n"""\n; \r\n in the fields becomes \n.
 Result<std::vector<CodeProblem>> load_mbpp(const std::string& path);
 
+// Where the earliest of the problem's stop sequences starts in a raw completion (its size when
+// none occurs): generation tests this after each token without copying the text.
+size_t stop_position(const CodeProblem& p, std::string_view completion);
 // A raw completion cut at the earliest of the problem's stop sequences (which is dropped with
 // everything after it).
 std::string truncate_completion(const CodeProblem& p, const std::string& completion);

@@ -170,24 +170,10 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
                          " holds no hot neurons (or its whole FFN) on the device");
   if (swaps.empty()) return Status::Ok();
   const int64_t n_ff = static_cast<int64_t>(d.local.size());
-  // Validate against the lists as they will be when each swap applies (a swap may free a
-  // neuron that a later one admits), on a copy of local, before changing anything.
-  std::vector<int32_t> local = d.local;
-  for (const sparse::Swap& w : swaps) {
-    const std::string at = "migrate: layer " + std::to_string(il) + ", slot " +
-                           std::to_string(w.slot) + ": ";
-    if (w.slot < 0 || w.slot >= static_cast<int32_t>(d.hot.size()))
-      return Status::Error(at + "out of range (" + std::to_string(d.hot.size()) + " slots)");
-    if (w.evict < 0 || w.evict >= n_ff || w.admit < 0 || w.admit >= n_ff)
-      return Status::Error(at + "neuron out of range [0, " + std::to_string(n_ff) + ")");
-    if (local[w.evict] != w.slot)
-      return Status::Error(at + "expected neuron " + std::to_string(w.evict) + " there");
-    if (local[w.admit] >= 0)
-      return Status::Error(at + "neuron " + std::to_string(w.admit) +
-                           " is already on the device");
-    local[w.evict] = -1;
-    local[w.admit] = w.slot;
-  }
+  // Checked on a copy of local, the map as it will be, before anything changes.
+  local_next_.assign(d.local.begin(), d.local.end());
+  HC_TRY(sparse::apply_swaps_to_map(local_next_, static_cast<int64_t>(d.hot.size()), swaps)
+             .with_context("migrate: layer " + std::to_string(il)));
   mig_src_.clear();
   mig_slot_.clear();
   for (const sparse::Swap& w : swaps) {
@@ -203,8 +189,8 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   // The host's candidate list, rebuilt aside and swapped in (the double buffer).
   cold_next_.clear();
   for (int64_t i = 0; i < n_ff; ++i)
-    if (local[i] < 0) cold_next_.push_back(static_cast<int32_t>(i));
-  d.local.swap(local);
+    if (local_next_[static_cast<size_t>(i)] < 0) cold_next_.push_back(static_cast<int32_t>(i));
+  d.local.swap(local_next_);
   d.cold.swap(cold_next_);
   migrated_neurons_ += static_cast<uint64_t>(n);
   migrated_bytes_ += static_cast<uint64_t>(n) *

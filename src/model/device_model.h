@@ -104,7 +104,7 @@ class DeviceModel {
   std::vector<TensorView> owned_;
   uint64_t weight_bytes_ = 0;
   uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0;
-  std::vector<int32_t> mig_src_, mig_slot_, cold_next_;  // migrate()'s buffers
+  std::vector<int32_t> mig_src_, mig_slot_, cold_next_, local_next_;  // migrate()'s buffers
 };
 
 // One session's device state: the KV cache of the device's attention layers and the

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <unordered_set>
 
 namespace hc::sparse {
 
@@ -55,37 +54,54 @@ std::vector<Swap> plan_swaps(const std::vector<int32_t>& slot_neuron, const doub
   return swaps;
 }
 
+Status apply_swaps_to_map(std::vector<int32_t>& slot_of, int64_t capacity,
+                          const std::vector<Swap>& swaps) {
+  const auto n_ff = static_cast<int64_t>(slot_of.size());
+  for (size_t k = 0; k < swaps.size(); ++k) {
+    const Swap& w = swaps[k];
+    // Built only on an error: this runs for every swap of every migration round.
+    auto fail = [&](const std::string& what) {
+      return Status::Error("swap " + std::to_string(k) + " (slot " + std::to_string(w.slot) +
+                           ", evict " + std::to_string(w.evict) + ", admit " +
+                           std::to_string(w.admit) + "): " + what);
+    };
+    if (w.slot < 0 || w.slot >= capacity)
+      return fail("slot out of range (" + std::to_string(capacity) + " slots)");
+    if (w.evict < 0 || w.evict >= n_ff || w.admit < 0 || w.admit >= n_ff)
+      return fail("neuron out of range [0, " + std::to_string(n_ff) + ")");
+    if (slot_of[static_cast<size_t>(w.evict)] != w.slot)
+      return fail("expected neuron " + std::to_string(w.evict) + " there");
+    if (slot_of[static_cast<size_t>(w.admit)] >= 0)
+      return fail("neuron " + std::to_string(w.admit) + " is already on the device");
+    slot_of[static_cast<size_t>(w.evict)] = -1;
+    slot_of[static_cast<size_t>(w.admit)] = w.slot;
+  }
+  return Status::Ok();
+}
+
 Status apply_swaps(std::vector<int32_t>* slot_neuron, const std::vector<Swap>& swaps,
                    int64_t n_ff) {
   if (slot_neuron == nullptr) return Status::Error("apply_swaps: no slot table");
-  std::vector<int32_t> next = *slot_neuron;
-  std::unordered_set<int32_t> held;
-  held.reserve(next.size() * 2);
-  for (int32_t n : next) {
-    if (n < 0) return Status::Error("apply_swaps: slot table holds negative neuron " +
-                                    std::to_string(n));
-    if (!held.insert(n).second)
+  // Without n_ff, the map reaches the largest neuron named (no upper bound to check).
+  int64_t bound = n_ff;
+  if (bound < 0) {
+    bound = 0;
+    for (int32_t n : *slot_neuron) bound = std::max<int64_t>(bound, int64_t{n} + 1);
+    for (const Swap& w : swaps) bound = std::max<int64_t>(bound, int64_t{w.admit} + 1);
+  }
+  std::vector<int32_t> slot_of(static_cast<size_t>(bound), -1);
+  for (size_t s = 0; s < slot_neuron->size(); ++s) {
+    const int32_t n = (*slot_neuron)[s];
+    if (n < 0 || n >= bound)
+      return Status::Error("apply_swaps: slot table holds neuron " + std::to_string(n) +
+                           ", expected [0, " + std::to_string(bound) + ")");
+    if (slot_of[static_cast<size_t>(n)] >= 0)
       return Status::Error("apply_swaps: slot table holds neuron " + std::to_string(n) + " twice");
+    slot_of[static_cast<size_t>(n)] = static_cast<int32_t>(s);
   }
-  for (size_t k = 0; k < swaps.size(); ++k) {
-    const Swap& sw = swaps[k];
-    const std::string where = "apply_swaps: swap " + std::to_string(k) + " (slot " +
-                              std::to_string(sw.slot) + ", evict " + std::to_string(sw.evict) +
-                              ", admit " + std::to_string(sw.admit) + "): ";
-    if (sw.slot < 0 || static_cast<size_t>(sw.slot) >= next.size())
-      return Status::Error(where + "slot out of range (capacity " + std::to_string(next.size()) +
-                           ")");
-    if (next[static_cast<size_t>(sw.slot)] != sw.evict)
-      return Status::Error(where + "the slot holds neuron " +
-                           std::to_string(next[static_cast<size_t>(sw.slot)]));
-    if (sw.admit < 0 || (n_ff >= 0 && sw.admit >= n_ff))
-      return Status::Error(where + "admitted neuron out of range");
-    if (held.count(sw.admit)) return Status::Error(where + "admitted neuron is already held");
-    held.erase(sw.evict);
-    held.insert(sw.admit);
-    next[static_cast<size_t>(sw.slot)] = sw.admit;
-  }
-  *slot_neuron = std::move(next);
+  HC_TRY(apply_swaps_to_map(slot_of, static_cast<int64_t>(slot_neuron->size()), swaps)
+             .with_context("apply_swaps"));
+  for (const Swap& w : swaps) (*slot_neuron)[static_cast<size_t>(w.slot)] = w.admit;
   return Status::Ok();
 }
 

@@ -37,6 +37,14 @@ struct Swap {
 std::vector<Swap> plan_swaps(const std::vector<int32_t>& slot_neuron, const double* counts,
                              int64_t n_ff, const MigrationParams& p);
 
+// The one check of a swap sequence (apply_swaps and DeviceModel::migrate both run it): applies
+// swaps in order to slot_of ([n_ff] neuron -> its slot, -1 when not held) of a layer with
+// `capacity` slots. Errors name the swap: its slot out of range, a neuron outside [0, n_ff),
+// its evict not the neuron in that slot at that point of the sequence, its admit already held.
+// On an error slot_of is partly updated: callers run it on a copy.
+Status apply_swaps_to_map(std::vector<int32_t>& slot_of, int64_t capacity,
+                          const std::vector<Swap>& swaps);
+
 // Applies swaps to slot_neuron in order, all or nothing: errors (leaving slot_neuron untouched)
 // when slot_neuron holds a neuron twice or a negative one, a swap's slot is out of range, its
 // evict is not the neuron in that slot (at that point of the sequence), or its admit is negative,

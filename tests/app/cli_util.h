@@ -118,4 +118,25 @@ class StoriesModelTest : public ::testing::Test {
   static inline std::string model_;
 };
 
+// Test suites on stories260K run as a ReLU model (model_) and its activation profile (stats_:
+// hotcold profile over 40 kB of TinyStories, 8 chunks of 128 tokens), made once per suite.
+class ReluStoriesProfileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new ScratchDir();
+    model_ = convert_stories260k(*dir_, "stories260K-relu");
+    stats_ = dir_->file("relu.stats.gguf");
+    const std::string corpus = corpus_slice(*dir_, 40000);
+    CliResult r = run_hotcold({"profile", "-m", model_, "-f", corpus, "-o", stats_, "-c", "128",
+                               "--chunks", "8"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static inline ScratchDir* dir_ = nullptr;
+  static inline std::string model_, stats_;
+};
+
 }  // namespace hc::test

@@ -22,29 +22,14 @@ using test::has;
 using test::run_hotcold;
 using test::ScratchDir;
 
-class PlanCli : public ::testing::Test {
+class PlanCli : public test::ReluStoriesProfileTest {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new ScratchDir();
-    model_ = test::convert_stories260k(*dir_, "stories260K-relu");
-    stats_ = dir_->file("relu.stats.gguf");
-    const std::string corpus = test::corpus_slice(*dir_, 40000);
-    CliResult r = run_hotcold({"profile", "-m", model_, "-f", corpus, "-o", stats_, "-c", "128",
-                               "--chunks", "8"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
   // The flags every run shares: the CPU device, bandwidths given (no probe), a short ILP.
   static std::vector<std::string> base_args(const std::string& out, const std::string& gib) {
     return {"plan", "-m", model_, "--stats", stats_, "--vram-budget", gib, "-o", out,
             "--device", "cpu", "--host-gbps", "20", "--dev-gbps", "400", "--link-gbps", "25",
             "--time-limit", "5", "--granule", "4"};
   }
-  static inline ScratchDir* dir_ = nullptr;
-  static inline std::string model_, stats_;
 };
 
 // Rows of the per-layer table: "| layer | attention | hot / n_ff | ..." in Markdown.

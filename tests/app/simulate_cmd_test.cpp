@@ -89,24 +89,7 @@ TEST(SimulateCli, BadFlagsAreUsageErrorsNamingTheFlag) {
   EXPECT_TRUE(has(r.err, "version")) << r.err;
 }
 
-class SimulateStoriesCli : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new ScratchDir();
-    model_ = test::convert_stories260k(*dir_, "stories260K-relu");
-    stats_ = dir_->file("relu.stats.gguf");
-    const std::string corpus = test::corpus_slice(*dir_, 40000);
-    CliResult r = run_hotcold({"profile", "-m", model_, "-f", corpus, "-o", stats_, "-c", "128",
-                               "--chunks", "8"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static inline ScratchDir* dir_ = nullptr;
-  static inline std::string model_, stats_;
-};
+class SimulateStoriesCli : public test::ReluStoriesProfileTest {};
 
 TEST_F(SimulateStoriesCli, MeasuredStatisticsAreResampledToTheShape) {
   CliResult r = run_hotcold({"simulate", "--model-shape", "13b", "--hw", "a100-40g", "--stats",

@@ -28,18 +28,9 @@ namespace {
 
 using testing::TinyModel;
 using testing::TinyModelSpec;
+using testing::cpu_device;
 using testing::max_abs;
 using testing::max_abs_diff;
-
-std::shared_ptr<ops::Device> cpu_device(uint64_t budget = 0) {
-  ops::DeviceOptions o;
-  o.budget_bytes = budget;
-  o.n_threads = 1;
-  o.mem_gbps = 10;  // configured: no probe in unit tests
-  auto d = ops::open_cpu_device(o);
-  EXPECT_TRUE(d.ok()) << d.message();
-  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
-}
 
 TinyModelSpec spec_of(GgmlType t, const char* act, int n_ctx = 64) {
   TinyModelSpec s;

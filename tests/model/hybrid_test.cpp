@@ -25,24 +25,13 @@ namespace {
 
 using testing::TinyModel;
 using testing::TinyModelSpec;
+using testing::cpu_device;
 using testing::max_abs;
 using testing::max_abs_diff;
 using testing::model_with_predictor;
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
 constexpr int kPrompt = 9;  // >= 8: the prompt takes the packed GEMM and batched attention
-
-std::shared_ptr<ops::Device> cpu_device(uint64_t budget = 0, double emulate_gbps = 0,
-                                        int threads = 1) {
-  ops::DeviceOptions o;
-  o.budget_bytes = budget;
-  o.n_threads = threads;
-  o.mem_gbps = 10;  // configured: no bandwidth probe in unit tests
-  o.emulate_gbps = emulate_gbps;
-  auto d = ops::open_cpu_device(o);
-  EXPECT_TRUE(d.ok()) << d.message();
-  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
-}
 
 // Logits of every position: a prompt batch, then one token at a time; device session if dm.
 std::vector<float> run(const LlamaModel& m, const SparseFfn* sparse, const DeviceModel* dm,

@@ -12,6 +12,7 @@
 
 #include "format/gguf.h"
 #include "model/llama_model.h"
+#include "ops/cpu/cpu_device.h"
 #include "quant/quant.h"
 
 namespace hc::testing {
@@ -136,6 +137,20 @@ inline std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
     w.add_tensor({p + "fc2.weight", {F, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
   }
   return *w.serialize();
+}
+
+// A CPU device (ops/cpu/cpu_device.h) with its bandwidth configured (no probe in unit tests);
+// budget 0 = unlimited. Null (and a test failure) when it cannot open.
+inline std::shared_ptr<ops::Device> cpu_device(uint64_t budget = 0, double emulate_gbps = 0,
+                                               int threads = 1) {
+  ops::DeviceOptions o;
+  o.budget_bytes = budget;
+  o.n_threads = threads;
+  o.mem_gbps = 10;
+  o.emulate_gbps = emulate_gbps;
+  auto d = ops::open_cpu_device(o);
+  EXPECT_TRUE(d.ok()) << d.message();
+  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
 }
 
 }  // namespace hc::testing

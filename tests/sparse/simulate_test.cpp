@@ -41,6 +41,16 @@ HostEfficiency half_eff() {
   return e;
 }
 
+// The toy shape in F16 on toy_hw / half_eff, every neuron of both layers firing with p.
+SimInput toy_input(double p) {
+  SimInput in;
+  in.model = *model_bytes(toy_shape(), GgmlType::F16);
+  in.hw = toy_hw();
+  in.eff = half_eff();
+  in.profile.assign(2, std::vector<double>(128, p));
+  return in;
+}
+
 SimInput power_law_input(const std::string& shape, GgmlType t, const HardwareSpec& hw,
                          double firing = 0.1) {
   SimInput in;
@@ -101,11 +111,7 @@ TEST(SimulateBytes, ErrorsNameWhatWasExpected) {
 }
 
 TEST(SimulateDense, OffloadEqualsHandComputedTime) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
-  in.profile.assign(2, std::vector<double>(128, 0.25));
+  SimInput in = toy_input(0.25);
   SimOptions opt;
   opt.n_ctx = 100;
   opt.n_gpu_layers = 1;
@@ -151,11 +157,7 @@ TEST(SimulateDense, OffloadEqualsHandComputedTime) {
 }
 
 TEST(SimulateDense, AsManyLayersAsFit) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
-  in.profile.assign(2, std::vector<double>(128, 0.25));
+  SimInput in = toy_input(0.25);
   SimOptions opt;
   opt.n_ctx = 100;
   const uint64_t layer = 33024 + 49408 + 25600;
@@ -367,11 +369,7 @@ TEST(SimulateModes, SeventyBShapeRunsQuicklyAndHotColdBeatsLayerOffload) {
 }
 
 TEST(SimulateModes, GivenPlanIsEvaluatedAsIs) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
-  in.profile.assign(2, std::vector<double>(128, 0.0));
+  SimInput in = toy_input(0.0);
   for (int i = 0; i < 16; ++i) in.profile[0][static_cast<size_t>(i)] = 0.9;
   PlacementPlan plan = empty_plan(2, 128);
   for (int i = 0; i < 16; ++i) plan.layers[0].hot.push_back(i);
@@ -391,11 +389,7 @@ TEST(SimulateModes, GivenPlanIsEvaluatedAsIs) {
 }
 
 TEST(SimulateModes, SparseHostEqualsHandComputedTime) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
-  in.profile.assign(2, std::vector<double>(128, 0.25));
+  SimInput in = toy_input(0.25);
   SimOptions opt;
   opt.n_ctx = 100;
   opt.budget_bytes = 1 << 30;
@@ -425,11 +419,7 @@ TEST(SimulateModes, SparseHostEqualsHandComputedTime) {
 }
 
 TEST(SimulateModes, CpuDeviceSharingCoresAddsTheHalves) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
-  in.profile.assign(2, std::vector<double>(128, 0.1));
+  SimInput in = toy_input(0.1);
   for (int i = 0; i < 32; ++i) in.profile[0][static_cast<size_t>(i)] = 0.9;
   PlacementPlan plan = empty_plan(2, 128);
   for (int i = 0; i < 32; ++i) plan.layers[0].hot.push_back(i);
@@ -452,10 +442,7 @@ TEST(SimulateModes, CpuDeviceSharingCoresAddsTheHalves) {
 }
 
 TEST(SimulateInput, ValidationNamesTheProblem) {
-  SimInput in;
-  in.model = *model_bytes(toy_shape(), GgmlType::F16);
-  in.hw = toy_hw();
-  in.eff = half_eff();
+  SimInput in = toy_input(0.1);
   in.profile.assign(2, std::vector<double>(100, 0.1));
   auto r = simulate(in, SimOptions{});
   ASSERT_FALSE(r.ok());

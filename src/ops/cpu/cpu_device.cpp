@@ -151,7 +151,7 @@ class CpuDevice final : public Device {
   Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows, int64_t row0,
                                    int64_t n_rows, const char* what) override {
     auto w = Device::upload_weight(host, rows, row0, n_rows, what);
-    if (!w.ok() || !host.packed || !repack_available(host.type) || n_rows < kRepackRows) return w;
+    if (!w.ok() || !with_decode_layout(host, n_rows)) return w;
     // The host's decode layout, so dense matmuls on this device round as the host's do.
     const uint64_t bytes = static_cast<uint64_t>(repack_bytes(host.type, host.ne0, n_rows));
     auto mem = alloc(bytes, what);
@@ -165,9 +165,12 @@ class CpuDevice final : public Device {
   }
   uint64_t weight_bytes(const TensorView& host, int64_t n_rows) const override {
     const uint64_t rows = Device::weight_bytes(host, n_rows);
-    if (rows == 0 || !host.packed || !repack_available(host.type) || n_rows < kRepackRows)
-      return rows;
+    if (rows == 0 || !with_decode_layout(host, n_rows)) return rows;
     return rows + charge_bytes(static_cast<uint64_t>(repack_bytes(host.type, host.ne0, n_rows)));
+  }
+  // Whether upload_weight also builds (and charges) the host's decode layout for these rows.
+  static bool with_decode_layout(const TensorView& host, int64_t n_rows) {
+    return host.packed && repack_available(host.type) && n_rows >= kRepackRows;
   }
   void free_weight(const TensorView& w) override {
     if (w.packed) free(const_cast<void*>(w.packed));
