@@ -114,8 +114,9 @@ class LlamaModel {
   Status bind_weights();
   // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
   void repack_weights(bool drop_pages);
-  // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there.
-  void copy_vectors();
+  // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there;
+  // `file`: the mapping to release after each vector (empty: keep its pages).
+  void copy_vectors(std::span<const uint8_t> file);
 
   MappedFile mapped_;
   GgufFile file_;
