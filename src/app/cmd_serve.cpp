@@ -70,6 +70,7 @@ Status serve(ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
+  HC_TRY(load_http_module());  // before the model: a missing module fails in milliseconds
   ModelFlags mf = f.model;
   f.sparse.apply_to(&mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
@@ -100,8 +101,9 @@ Status serve(ServeFlags& f) {
   f.server.max_body_bytes = static_cast<size_t>(f.max_body_kib) * 1024;
   f.server.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(f.grace_s * 1000));
 
-  HttpServer srv(model, sparse, sp, f.server, f.model.model);
-  HC_ASSIGN_OR_RETURN(int port, srv.bind());
+  HC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv,
+                      open_http_server({model, sparse, sp, f.server, f.model.model}));
+  HC_ASSIGN_OR_RETURN(int port, srv->bind());
   HC_LOG_INFO("chat template: %s; %d slot(s) x %d tokens of context, queue of %d, %d thread(s)",
               family.c_str(), sp.n_parallel, sp.n_ctx_slot, sp.max_queue, sp.n_threads);
   // Scripts (and the tests) wait for this line.
@@ -109,8 +111,8 @@ Status serve(ServeFlags& f) {
   std::fflush(stderr);
   Status st;
   {
-    SignalWatcher watcher(&srv);
-    st = srv.serve();
+    SignalWatcher watcher(srv.get());
+    st = srv->serve();
   }
   if (st.ok()) HC_LOG_INFO("server stopped");
   return st;

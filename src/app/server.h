@@ -63,26 +63,45 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
 // {"error": {"code": status, "message": ..., "type": ...}}
 std::string error_json(const ApiError& e);
 
+// What the HTTP server is started with (hotcold serve builds it).
+struct HttpServerConfig {
+  std::shared_ptr<const LlamaModel> model;
+  std::shared_ptr<const SparseFfn> sparse;
+  SchedulerParams sched;
+  ServerOptions opts;
+  std::string model_path;  // names the model in /v1/models
+};
+
+// The HTTP front end. Its implementation (app/http/http_server.cpp) is a module,
+// libhotcold_http.so beside the hotcold binary, that only hotcold serve opens: the cpp-httplib
+// library it links initialises OpenSSL as it loads, ~4.6 MiB of RSS that every other command
+// (run, bench, perplexity...) would otherwise carry.
 class HttpServer {
  public:
-  HttpServer(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
-             const SchedulerParams& sched, const ServerOptions& opts, std::string model_path);
-  ~HttpServer();
-  HttpServer(const HttpServer&) = delete;
-  HttpServer& operator=(const HttpServer&) = delete;
-
+  virtual ~HttpServer() = default;
   // Binds the listening socket; returns the port (useful with port 0).
-  Result<int> bind();
+  virtual Result<int> bind() = 0;
   // Serves until shutdown() and returns once every handler has finished.
-  Status serve();
+  virtual Status serve() = 0;
   // From any thread: refuse new work (503), let in-flight requests finish within the grace
   // period (then cancel them), and stop the listener.
-  void shutdown();
-  std::string metrics_text() const;
-
- private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  virtual void shutdown() = 0;
+  virtual std::string metrics_text() const = 0;
 };
+
+// Opens the HTTP module (once per process; later calls return at once); an error names the
+// module's path and why it did not open. hotcold serve calls it before loading the model.
+Status load_http_module();
+// Creates a server from the module (loading it first if need be).
+Result<std::unique_ptr<HttpServer>> open_http_server(HttpServerConfig cfg);
+
+// The module's entry point, looked up by name:
+//   HttpServer* hc_http_server_create(int abi, size_t config_bytes, HttpServerConfig* cfg,
+//                                     std::string* error);
+// abi and config_bytes guard against a module built from other sources than the binary.
+inline constexpr int kHttpModuleAbi = 1;
+inline constexpr char kHttpModuleFile[] = "libhotcold_http.so";
+using HttpServerFactory = HttpServer* (*)(int abi, size_t config_bytes, HttpServerConfig* cfg,
+                                          std::string* error);
 
 }  // namespace hc

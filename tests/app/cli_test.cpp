@@ -206,5 +206,31 @@ TEST(Cli, ConvertStories260KThenInspectAndQuantize) {
   EXPECT_EQ(run_hotcold({"convert", "-o", dir.file("x.gguf")}).exit_code, 2);
 }
 
+// hotcold serve opens its HTTP half, libhotcold_http.so, from beside the binary; no other
+// command loads it. A binary without the module fails serve at once, naming the file it
+// looked for, and still runs everything else.
+TEST(Cli, ServeNamesAMissingHttpModuleAndOtherCommandsDoNotNeedIt) {
+  ScratchDir dir;
+  const std::string bin = dir.file("hotcold");
+  std::filesystem::copy_file(HC_BINARY, bin);
+  CliResult r = run_binary(bin, {"serve", "-m", "nope.gguf", "--port", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "cannot open the HTTP server module " + dir.file("libhotcold_http.so") +
+                             ": ")) << r.err;
+  EXPECT_FALSE(has(r.err, "nope.gguf")) << r.err;  // before the model is read
+  const std::string model = dir.file("stories260K.gguf");
+  r = run_binary(bin, {"convert", "--llama2c", kStoriesDir + "stories260K.bin", "--tokenizer",
+                       kStoriesDir + "tok512.bin", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_binary(bin, {"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  // Beside the built binary the module opens: the error is the model file's.
+  r = run_hotcold({"serve", "-m", dir.file("nope.gguf"), "--port", "0"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_FALSE(has(r.err, "HTTP server module")) << r.err;
+  EXPECT_TRUE(has(r.err, "nope.gguf")) << r.err;
+}
+
 }  // namespace
 }  // namespace hc::test

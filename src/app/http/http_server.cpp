@@ -1,0 +1,395 @@
+// The HTTP half of `hotcold serve` (app/server.h): routes, streaming and metrics over
+// cpp-httplib. Built as a module, libhotcold_http.so, that only hotcold serve opens: the
+// library Debian's cpp-httplib is linked with initialises OpenSSL when it loads, which costs
+// every process ~4.6 MiB of RSS (libcrypto's pages, its config and error tables). The rest of
+// the server (request validation, the scheduler) is in the hotcold binary; this module calls it
+// through the binary's exported symbols.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/server.h"
+#include "app/web_chat.h"
+#include "core/log.h"
+#include "engine/text_stream.h"
+
+namespace hc {
+
+using json = nlohmann::json;
+
+namespace {
+
+struct Server final : HttpServer {
+  std::shared_ptr<const LlamaModel> model;
+  ServerOptions opts;
+  ApiModelInfo info;
+  std::unique_ptr<Scheduler> sched;
+  httplib::Server svr;
+  std::atomic<bool> shutting_down{false};
+  std::atomic<uint64_t> next_id{1};
+  const std::time_t started_at = std::time(nullptr);
+
+  mutable std::mutex stats_mu;
+  std::map<std::pair<std::string, int>, uint64_t> http_counts;  // (route, status) -> count
+
+  void count(const std::string& path, int status) {
+    static const char* kRoutes[] = {"/", "/health", "/metrics", "/v1/models", "/v1/completions",
+                                    "/v1/chat/completions", "/models", "/completions",
+                                    "/chat/completions"};
+    std::string route = "other";
+    for (const char* r : kRoutes)
+      if (path == r) route = r;
+    std::lock_guard<std::mutex> lk(stats_mu);
+    ++http_counts[{route, status}];
+  }
+
+  static void send_error(httplib::Response& res, const ApiError& e) {
+    res.status = e.status;
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    res.set_content(error_json(e), "application/json; charset=utf-8");
+  }
+
+  json usage_json(const GenRequest::Update& u) const {
+    return {{"prompt_tokens", u.n_prompt},
+            {"completion_tokens", u.n_generated},
+            {"total_tokens", u.n_prompt + u.n_generated}};
+  }
+
+  // One streamed chunk (or the whole non-streamed body).
+  json choice_json(const CompletionRequest& r, const std::string& text, bool stream,
+                   const char* finish, bool first) const {
+    json c = {{"index", 0}};
+    if (r.chat) {
+      if (stream) {
+        json delta = json::object();
+        if (first) delta["role"] = "assistant";
+        if (!text.empty() || (first && !finish)) delta["content"] = text;
+        c["delta"] = delta;
+      } else {
+        c["message"] = {{"role", "assistant"}, {"content", text}};
+      }
+    } else {
+      c["text"] = text;
+      c["logprobs"] = nullptr;
+    }
+    c["finish_reason"] = finish ? json(finish) : json(nullptr);
+    return c;
+  }
+
+  json envelope(const CompletionRequest& r, const std::string& id, bool stream) const {
+    const char* object = r.chat ? (stream ? "chat.completion.chunk" : "chat.completion")
+                                : "text_completion";
+    return {{"id", id}, {"object", object}, {"created", static_cast<int64_t>(std::time(nullptr))},
+            {"model", info.id}, {"system_fingerprint", "hotcold"}};
+  }
+
+  static std::string dump(const json& j) {
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+
+  // A request that ended without completing: cancelled (shutdown, 503) or failed (500).
+  static ApiError early_end_error(const GenRequest::Update& u) {
+    if (u.reason == FinishReason::kError) return {500, "server_error", u.error};
+    return {503, "unavailable_error", u.error.empty() ? "the request was cancelled" : u.error};
+  }
+  static bool ended_early(const GenRequest::Update& u) {
+    return u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled;
+  }
+
+  static const char* finish_name(FinishReason r) {
+    return r == FinishReason::kLength ? "length" : "stop";
+  }
+
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+    if (shutting_down) return send_error(res, {503, "unavailable_error", "the server is shutting down"});
+    auto parsed = parse_completion_request(req.body, chat, info);
+    if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
+    auto r = std::make_shared<CompletionRequest>(std::move(std::get<CompletionRequest>(parsed)));
+    auto gen = std::make_shared<GenRequest>(r->prompt, r->gen);
+    switch (sched->submit(gen)) {
+      case SubmitResult::kAccepted: break;
+      case SubmitResult::kQueueFull:
+        return send_error(res, {503, "unavailable_error",
+                                "the server is busy: all " + std::to_string(sched->params().n_parallel) +
+                                    " slots are in use and " + std::to_string(sched->params().max_queue) +
+                                    " requests are waiting (retry later)"});
+      case SubmitResult::kShuttingDown:
+        return send_error(res, {503, "unavailable_error", "the server is shutting down"});
+    }
+    // Wait for a slot here, so that a request cancelled while queued still gets its status.
+    while (!gen->wait_started(std::chrono::milliseconds(200))) {
+    }
+    if (gen->done()) {
+      const GenRequest::Update u = gen->take(std::chrono::milliseconds(0));
+      if (ended_early(u)) return send_error(res, early_end_error(u));
+    }
+    const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+    if (r->stream) {
+      auto first = std::make_shared<bool>(true);
+      res.set_header("Cache-Control", "no-cache");
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, r, gen, id, first](size_t, httplib::DataSink& sink) {
+            GenRequest::Update u = gen->take(std::chrono::milliseconds(100));
+            auto send = [&](const json& j) {
+              const std::string line = "data: " + dump(j) + "\n\n";
+              return sink.write(line.data(), line.size());
+            };
+            if (!u.text.empty() || (*first && r->chat)) {
+              json j = envelope(*r, id, true);
+              j["choices"] = json::array({choice_json(*r, u.text, true, nullptr, *first)});
+              *first = false;
+              if (!send(j)) {
+                gen->cancel();  // the client went away
+                return false;
+              }
+            }
+            if (!u.done) return true;
+            if (ended_early(u)) {
+              const std::string line = "data: " + error_json(early_end_error(u)) + "\n\n";
+              sink.write(line.data(), line.size());
+            } else {
+              json j = envelope(*r, id, true);
+              j["choices"] = json::array({choice_json(*r, "", true, finish_name(u.reason), false)});
+              if (r->include_usage) {
+                send(j);
+                j = envelope(*r, id, true);
+                j["choices"] = json::array();
+                j["usage"] = usage_json(u);
+              }
+              send(j);
+            }
+            static const std::string kDone = "data: [DONE]\n\n";
+            sink.write(kDone.data(), kDone.size());
+            sink.done();
+            return true;
+          },
+          [gen](bool) { gen->cancel(); });  // no-op when finished; stops it on an early close
+      return;
+    }
+    // Non-streaming: the body is one JSON value. While generating, a space every second (JSON
+    // allows leading whitespace) shows whether the client is still there: a failed write
+    // cancels the request.
+    res.set_chunked_content_provider(
+        "application/json; charset=utf-8",
+        [this, r, gen, id, text = std::make_shared<std::string>()](size_t, httplib::DataSink& sink) {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          GenRequest::Update u;
+          while (!u.done && std::chrono::steady_clock::now() < deadline) {
+            u = gen->take(std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now()));
+            *text += u.text;
+          }
+          if (!u.done) {
+            if (!sink.write(" ", 1)) {
+              gen->cancel();
+              return false;
+            }
+            return true;
+          }
+          std::string body;
+          if (ended_early(u)) {
+            body = error_json(early_end_error(u));
+          } else {
+            json j = envelope(*r, id, false);
+            j["choices"] = json::array({choice_json(*r, *text, false, finish_name(u.reason), false)});
+            j["usage"] = usage_json(u);
+            body = dump(j);
+          }
+          sink.write(body.data(), body.size());
+          sink.done();
+          return true;
+        },
+        [gen](bool) { gen->cancel(); });
+  }
+
+  std::string metrics() const {
+    const SchedulerStats s = sched->stats();
+    std::ostringstream o;
+    auto metric = [&](const char* name, const char* type, const char* help, double v) {
+      o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n'
+        << name << ' ' << v << '\n';
+    };
+    o << "# HELP hotcold_http_requests_total HTTP requests answered, by route and status.\n"
+         "# TYPE hotcold_http_requests_total counter\n";
+    {
+      std::lock_guard<std::mutex> lk(stats_mu);
+      for (const auto& [k, v] : http_counts)
+        o << "hotcold_http_requests_total{route=\"" << k.first << "\",status=\"" << k.second
+          << "\"} " << v << '\n';
+    }
+    o << "# HELP hotcold_generation_requests_total Generation requests by outcome.\n"
+         "# TYPE hotcold_generation_requests_total counter\n";
+    o << "hotcold_generation_requests_total{outcome=\"finished\"} " << s.requests_finished << '\n'
+      << "hotcold_generation_requests_total{outcome=\"cancelled\"} " << s.requests_cancelled << '\n'
+      << "hotcold_generation_requests_total{outcome=\"rejected\"} " << s.requests_rejected << '\n'
+      << "hotcold_generation_requests_total{outcome=\"failed\"} " << s.requests_failed << '\n';
+    metric("hotcold_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.prompt_tokens));
+    metric("hotcold_generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens));
+    metric("hotcold_tokens_per_second", "gauge",
+           "Generated tokens per second over the last 10 s, all sessions together.",
+           s.recent_tokens_per_second);
+    metric("hotcold_decode_tokens_per_second", "gauge",
+           "Generated tokens per second of decode time since start.",
+           s.decode_seconds > 0 ? double(s.generated_tokens) / s.decode_seconds : 0.0);
+    metric("hotcold_prompt_tokens_per_second", "gauge",
+           "Prompt tokens per second of prompt time since start.",
+           s.prompt_seconds > 0 ? double(s.prompt_tokens) / s.prompt_seconds : 0.0);
+    metric("hotcold_decode_batch_size_mean", "gauge", "Mean number of sessions per decode step.",
+           s.decode_steps ? double(s.decode_batch_tokens) / double(s.decode_steps) : 0.0);
+    metric("hotcold_queue_depth", "gauge", "Requests waiting for a slot.", s.queue_depth);
+    metric("hotcold_active_sessions", "gauge", "Slots generating or reading a prompt.", s.active_slots);
+    metric("hotcold_slots", "gauge", "Slots (--parallel).", s.n_slots);
+    metric("hotcold_ffn_sparsity", "gauge",
+           "Share of FFN neuron activations skipped (0 with the dense FFN).", s.sparse.sparsity());
+    metric("hotcold_fast_device_neuron_share", "gauge",
+           "Share of firing FFN neurons served by the fast device (0: CPU only, no second device).",
+           0.0);
+    metric("hotcold_kv_cache_bytes", "gauge", "KV cache bytes of all slots.", double(s.kv_bytes));
+    metric("hotcold_uptime_seconds", "gauge", "Seconds since the server started.",
+           double(std::time(nullptr) - started_at));
+    return o.str();
+  }
+
+  void routes() {
+    svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      const std::string_view page = web_chat_html();
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (shutting_down) {
+        res.status = 503;
+        res.set_content(R"({"status":"shutting down"})", "application/json");
+        return;
+      }
+      res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    auto models = [this](const httplib::Request&, httplib::Response& res) {
+      json m = {{"id", info.id}, {"object", "model"}, {"created", static_cast<int64_t>(started_at)},
+                {"owned_by", "hotcold"},
+                {"meta", {{"n_ctx_slot", info.n_ctx_slot},
+                          {"n_vocab", model->hparams().n_vocab},
+                          {"weight_bytes_per_token", model->weight_bytes_per_token()}}}};
+      res.set_content(dump({{"object", "list"}, {"data", json::array({m})}}), "application/json");
+    };
+    svr.Get("/v1/models", models);
+    svr.Get("/models", models);
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4; charset=utf-8");
+    });
+    for (const char* path : {"/v1/completions", "/completions"})
+      svr.Post(path, [this](const httplib::Request& q, httplib::Response& s) { handle_completion(q, s, false); });
+    for (const char* path : {"/v1/chat/completions", "/chat/completions"})
+      svr.Post(path, [this](const httplib::Request& q, httplib::Response& s) { handle_completion(q, s, true); });
+
+    // Anything that reached no handler, or failed inside httplib (413, 400): a JSON error.
+    svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;  // a handler's own JSON error
+      ApiError e{res.status, res.status >= 500 ? "server_error" : "invalid_request_error", ""};
+      switch (res.status) {
+        case 404: e.type = "not_found_error"; e.message = "no route " + req.method + " " + req.path; break;
+        case 405: e.message = "method " + req.method + " not allowed on " + req.path; break;
+        case 413: e.message = "request body too large (the limit is set by --max-body)"; break;
+        default: e.message = "HTTP " + std::to_string(res.status); break;
+      }
+      res.set_content(error_json(e), "application/json; charset=utf-8");
+    });
+    svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& ex) {
+        what = ex.what();
+      } catch (...) {
+      }
+      HC_LOG_ERROR("request handler failed: %s", what.c_str());
+      send_error(res, {500, "server_error", what});
+    });
+    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      count(req.path, res.status);
+      HC_LOG_DEBUG("%s %s -> %d", req.method.c_str(), req.path.c_str(), res.status);
+    });
+  }
+
+  explicit Server(HttpServerConfig cfg) {
+    model = cfg.model;
+    opts = cfg.opts;
+    info.model = model.get();
+    info.file_name = std::filesystem::path(cfg.model_path).filename().string();
+    info.id = opts.model_id.empty() ? std::filesystem::path(cfg.model_path).stem().string()
+                                    : opts.model_id;
+    info.n_ctx_slot = cfg.sched.n_ctx_slot;
+    info.chat_template = opts.chat_template;
+    sched = std::make_unique<Scheduler>(std::move(cfg.model), std::move(cfg.sparse), cfg.sched);
+    const int threads = opts.http_threads > 0
+                            ? opts.http_threads
+                            : std::min(512, cfg.sched.n_parallel + cfg.sched.max_queue + 8);
+    svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    svr.set_payload_max_length(opts.max_body_bytes);
+    svr.set_read_timeout(30, 0);
+    svr.set_write_timeout(30, 0);
+    svr.set_keep_alive_timeout(2);
+    routes();
+  }
+
+  ~Server() override {
+    svr.stop();
+    sched->stop();
+  }
+
+  Result<int> bind() override {
+    int port = opts.port;
+    if (port == 0) {
+      port = svr.bind_to_any_port(opts.host);
+      if (port < 0) return Status::Error("cannot bind " + opts.host + " on any port");
+    } else if (!svr.bind_to_port(opts.host, port)) {
+      return Status::Error("cannot bind " + opts.host + ":" + std::to_string(port) +
+                           " (in use, or not an address of this machine)");
+    }
+    return port;
+  }
+
+  Status serve() override {
+    if (!svr.listen_after_bind() && !shutting_down)
+      return Status::Error("the HTTP listener stopped unexpectedly");
+    sched->stop();
+    return Status::Ok();
+  }
+
+  void shutdown() override {
+    if (shutting_down.exchange(true)) return;
+    sched->drain(opts.shutdown_grace);  // in-flight requests finish (or are cancelled)
+    svr.stop();
+  }
+
+  std::string metrics_text() const override { return metrics(); }
+};
+
+}  // namespace
+
+}  // namespace hc
+
+// The module's entry point (app/server.h: open_http_server looks it up by this name).
+extern "C" __attribute__((visibility("default"))) hc::HttpServer* hc_http_server_create(
+    int abi, size_t config_bytes, hc::HttpServerConfig* cfg, std::string* error) {
+  if (abi != hc::kHttpModuleAbi || config_bytes != sizeof(hc::HttpServerConfig)) {
+    *error = "the HTTP module was built from other sources than this hotcold binary (interface " +
+             std::to_string(abi) + "/" + std::to_string(config_bytes) + " bytes, module has " +
+             std::to_string(hc::kHttpModuleAbi) + "/" + std::to_string(sizeof(hc::HttpServerConfig)) +
+             "): rebuild both";
+    return nullptr;
+  }
+  try {
+    return new hc::Server(std::move(*cfg));
+  } catch (const std::exception& e) {
+    *error = std::string("cannot start the HTTP server: ") + e.what();
+    return nullptr;
+  }
+}
