@@ -514,7 +514,7 @@ void build_caches(Vocab* vocab) {
 
 void IndexTable::reset(size_t n) {
   size_t capacity = 16;
-  while (capacity < 2 * n) capacity *= 2;
+  while (capacity * 3 < 4 * n) capacity *= 2;  // at most 3/4 full
   slots_.assign(capacity, -1);
 }
 
