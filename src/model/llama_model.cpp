@@ -1,6 +1,9 @@
 #include "model/llama_model.h"
 
 #include <sys/mman.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 #include <cerrno>
@@ -177,6 +180,11 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
     // in the file layout faults its pages back in when it is read.
     model->copy_vectors(model->mapped_.bytes());
   }
+#if defined(__GLIBC__)
+  // Parsing left the freed copies of the vocabulary (49k strings for SmolLM2) as holes in the
+  // heap that stay resident; hand their pages back (SmolLM2 Q4_1: 1.3 MiB of peak RSS).
+  malloc_trim(0);
+#endif
   return std::shared_ptr<const LlamaModel>(std::move(model));
 }
 
