@@ -8,13 +8,12 @@
 // GCC 12 reports its own _mm512 intrinsics' internal "undefined" operands as maybe-uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
-#include <sys/mman.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <thread>
 #include <vector>
+
+#include "interleaved_ab.h"
 
 namespace {
 
@@ -61,36 +60,22 @@ void two_groups(const uint8_t* g, const uint8_t* h, int64_t nb, const float* x, 
 int main() {
   const int64_t nb = 4096, gbytes = nb * kCol, ng = 8192;  // 128 KiB groups, 1 GiB
   const size_t n = static_cast<size_t>(ng * gbytes);
-  auto* buf = static_cast<uint8_t*>(
-      mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (buf == MAP_FAILED) return 1;
-  madvise(buf, n, MADV_HUGEPAGE);  // as the model's repacked weights
+  uint8_t* buf = ab::weights_buffer(n);
+  if (!buf) return 1;
   for (size_t i = 0; i < n; i += 2) buf[i] = 0x00, buf[i + 1] = 0x3c;  // fp16 1.0
   std::vector<float> x(static_cast<size_t>(nb), 1.0f), out(static_cast<size_t>(ng * 16));
-  const char* names[] = {"no software prefetch (now)", "8 KiB ahead, T1 (before)",
-                         "2 KiB ahead, T0", "two groups interleaved"};
-  constexpr int kVariants = 4, kPasses = 10;
-  double seconds[kVariants] = {};
-  for (int pass = 0; pass < kPasses; ++pass)
-    for (int v = 0; v < kVariants; ++v) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::thread> threads;
-      for (int t = 0; t < 2; ++t)
-        threads.emplace_back([&, t] {
-          for (int64_t i = t * ng / 2; i < (t + 1) * ng / 2; i += v == 3 ? 2 : 1) {
-            const uint8_t* g = buf + i * gbytes;
-            float* o = out.data() + i * 16;
-            if (v == 0) one_group<0, 0>(g, nb, x.data(), o);
-            if (v == 1) one_group<8192, _MM_HINT_T1>(g, nb, x.data(), o);
-            if (v == 2) one_group<2048, _MM_HINT_T0>(g, nb, x.data(), o);
-            if (v == 3) two_groups(g, g + gbytes, nb, x.data(), o);
-          }
-        });
-      for (auto& th : threads) th.join();
-      seconds[v] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  for (int v = 0; v < kVariants; ++v)
-    std::printf("%-28s %.1f GB/s\n", names[v], static_cast<double>(n) * kPasses / seconds[v] / 1e9);
+  ab::interleaved({"no software prefetch (now)", "8 KiB ahead, T1 (before)", "2 KiB ahead, T0",
+                   "two groups interleaved"},
+                  /*passes=*/10, /*threads=*/2, static_cast<double>(n), [&](int v, int t) {
+                    for (int64_t i = t * ng / 2; i < (t + 1) * ng / 2; i += v == 3 ? 2 : 1) {
+                      const uint8_t* g = buf + i * gbytes;
+                      float* o = out.data() + i * 16;
+                      if (v == 0) one_group<0, 0>(g, nb, x.data(), o);
+                      if (v == 1) one_group<8192, _MM_HINT_T1>(g, nb, x.data(), o);
+                      if (v == 2) one_group<2048, _MM_HINT_T0>(g, nb, x.data(), o);
+                      if (v == 3) two_groups(g, g + gbytes, nb, x.data(), o);
+                    }
+                  });
   std::printf("(check: %.0f = 4096)\n", static_cast<double>(out[5]));
   return 0;
 }

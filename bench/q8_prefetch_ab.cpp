@@ -9,14 +9,13 @@
 // GCC 12 reports its own _mm512 intrinsics' internal "undefined" operands as maybe-uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
-#include <sys/mman.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "interleaved_ab.h"
 
 namespace {
 
@@ -81,44 +80,31 @@ void read_only(const uint8_t* g, int64_t bytes, float* out) {
 int main() {
   const int64_t nb = 128, gbytes = nb * (kBlock + kScale), ng = 15360;  // ~1 GiB
   const size_t n = static_cast<size_t>(ng * gbytes);
-  auto* buf = static_cast<uint8_t*>(
-      mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  if (buf == MAP_FAILED) return 1;
-  madvise(buf, n, MADV_HUGEPAGE);  // as the model's repacked weights
+  uint8_t* buf = ab::weights_buffer(n);
+  if (!buf) return 1;
   for (size_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3) & 0x3f;
   std::vector<int8_t> aq(static_cast<size_t>(nb * 32), 1);
   std::vector<float> ad(static_cast<size_t>(nb), 1.0f), out(static_cast<size_t>(ng * 16));
   std::vector<int32_t> corr(static_cast<size_t>(nb * 8), -512);
-  const char* names[] = {"plain read (ceiling)",     "8 KiB ahead, T1 (now)",
-                         "no software prefetch",     "4 KiB ahead, T1",
-                         "16 KiB ahead, T1",         "2 KiB ahead, T0",
-                         "1 line per block, 8 KiB T1"};
-  constexpr int kVariants = 7, kPasses = 8;
-  double seconds[kVariants] = {};
-  for (int pass = 0; pass < kPasses; ++pass)
-    for (int v = 0; v < kVariants; ++v) {
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::thread> threads;
-      for (int t = 0; t < 2; ++t)
-        threads.emplace_back([&, t] {
-          for (int64_t i = t * ng / 2; i < (t + 1) * ng / 2; ++i) {
-            const uint8_t* g = buf + i * gbytes;
-            float* o = out.data() + i * 16;
-            const int8_t* a = aq.data();
-            if (v == 0) read_only(g, gbytes, o);
-            if (v == 1) group<8192, _MM_HINT_T1, false>(g, nb, a, ad.data(), corr.data(), o);
-            if (v == 2) group<0, 0, false>(g, nb, a, ad.data(), corr.data(), o);
-            if (v == 3) group<4096, _MM_HINT_T1, false>(g, nb, a, ad.data(), corr.data(), o);
-            if (v == 4) group<16384, _MM_HINT_T1, false>(g, nb, a, ad.data(), corr.data(), o);
-            if (v == 5) group<2048, _MM_HINT_T0, false>(g, nb, a, ad.data(), corr.data(), o);
-            if (v == 6) group<8192, _MM_HINT_T1, true>(g, nb, a, ad.data(), corr.data(), o);
-          }
-        });
-      for (auto& th : threads) th.join();
-      seconds[v] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  for (int v = 0; v < kVariants; ++v)
-    std::printf("%-28s %.1f GB/s\n", names[v], static_cast<double>(n) * kPasses / seconds[v] / 1e9);
+  const int8_t* a = aq.data();
+  const float* d = ad.data();
+  const int32_t* k = corr.data();
+  ab::interleaved({"plain read (ceiling)", "8 KiB ahead, T1 (now)", "no software prefetch",
+                   "4 KiB ahead, T1", "16 KiB ahead, T1", "2 KiB ahead, T0",
+                   "1 line per block, 8 KiB T1"},
+                  /*passes=*/8, /*threads=*/2, static_cast<double>(n), [&](int v, int t) {
+                    for (int64_t i = t * ng / 2; i < (t + 1) * ng / 2; ++i) {
+                      const uint8_t* g = buf + i * gbytes;
+                      float* o = out.data() + i * 16;
+                      if (v == 0) read_only(g, gbytes, o);
+                      if (v == 1) group<8192, _MM_HINT_T1, false>(g, nb, a, d, k, o);
+                      if (v == 2) group<0, 0, false>(g, nb, a, d, k, o);
+                      if (v == 3) group<4096, _MM_HINT_T1, false>(g, nb, a, d, k, o);
+                      if (v == 4) group<16384, _MM_HINT_T1, false>(g, nb, a, d, k, o);
+                      if (v == 5) group<2048, _MM_HINT_T0, false>(g, nb, a, d, k, o);
+                      if (v == 6) group<8192, _MM_HINT_T1, true>(g, nb, a, d, k, o);
+                    }
+                  });
   std::printf("(check: %.0f)\n", static_cast<double>(out[5]));
   return 0;
 }
