@@ -50,6 +50,11 @@ def llamacpp_round(llm: Llama, n_p: int, n_g: int, rng: np.random.Generator) -> 
     return pp, n_g / (time.perf_counter() - t0)
 
 
+def spread(xs: list[float]) -> str:
+    """' ± sd' over rounds (the host's memory bandwidth moves from run to run), '' for one."""
+    return f" ± {statistics.stdev(xs):.1f}" if len(xs) > 1 else ""
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("models", nargs="+")
@@ -79,11 +84,8 @@ def main() -> int:
                 continue
             hs, ls = [x[i] for x in hc], [x[i] for x in lc]
             h, l = statistics.mean(hs), statistics.mean(ls)
-            # spread over rounds: the host's memory bandwidth moves from run to run
-            hsd = f" ± {statistics.stdev(hs):.1f}" if len(hs) > 1 else ""
-            lsd = f" ± {statistics.stdev(ls):.1f}" if len(ls) > 1 else ""
-            ratios = sorted(a / b for a, b in zip(hs, ls))
-            print(f"| {name} | {test} | {h:.1f}{hsd} | {l:.1f}{lsd} | {h / l:.2f}x "
+            ratios = sorted(x / y for x, y in zip(hs, ls))
+            print(f"| {name} | {test} | {h:.1f}{spread(hs)} | {l:.1f}{spread(ls)} | {h / l:.2f}x "
                   f"| {ratios[0]:.2f}-{ratios[-1]:.2f} |")
         del llm
     return 0

@@ -16,34 +16,39 @@ uint64_t row_of(const TensorView& t) {
   return t.empty() ? 0 : static_cast<uint64_t>(row_bytes(t.type, t.ne0));
 }
 
-}  // namespace
-
-uint64_t layer_attn_bytes(const LlamaModel& model, int il) {
-  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  return bytes_of(L.attn_norm) + bytes_of(L.wq) + bytes_of(L.wk) + bytes_of(L.wv) +
-         bytes_of(L.wo);
-}
-
-uint64_t layer_dense_bytes(const LlamaModel& model, int il) {
-  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  return layer_attn_bytes(model, il) + bytes_of(L.ffn_norm) + bytes_of(L.ffn_gate) +
-         bytes_of(L.ffn_up) + bytes_of(L.ffn_down);
-}
-
-uint64_t layer_attn_store_bytes(const LlamaModel& model, const ops::Device& dev, int il) {
+// Layer il's attention tensors (attention block) or all its dense tensors, each costed by
+// `bytes` (empty tensors cost nothing): the read and the device-charged figures below share
+// these lists.
+template <typename Bytes>
+uint64_t layer_sum(const LlamaModel& model, int il, bool ffn_too, Bytes bytes) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   uint64_t b = 0;
   for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo})
-    if (!t->empty()) b += dev.weight_bytes(*t, t->ne1);
+    if (!t->empty()) b += bytes(*t);
+  if (ffn_too)
+    for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+      if (!t->empty()) b += bytes(*t);
   return b;
 }
 
+}  // namespace
+
+uint64_t layer_attn_bytes(const LlamaModel& model, int il) {
+  return layer_sum(model, il, /*ffn_too=*/false, bytes_of);
+}
+
+uint64_t layer_dense_bytes(const LlamaModel& model, int il) {
+  return layer_sum(model, il, /*ffn_too=*/true, bytes_of);
+}
+
+uint64_t layer_attn_store_bytes(const LlamaModel& model, const ops::Device& dev, int il) {
+  return layer_sum(model, il, /*ffn_too=*/false,
+                   [&](const TensorView& t) { return dev.weight_bytes(t, t.ne1); });
+}
+
 uint64_t layer_dense_store_bytes(const LlamaModel& model, const ops::Device& dev, int il) {
-  const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  uint64_t b = layer_attn_store_bytes(model, dev, il);
-  for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
-    if (!t->empty()) b += dev.weight_bytes(*t, t->ne1);
-  return b;
+  return layer_sum(model, il, /*ffn_too=*/true,
+                   [&](const TensorView& t) { return dev.weight_bytes(t, t.ne1); });
 }
 
 uint64_t layer_kv_bytes(const LlamaModel& model, int n_ctx) {

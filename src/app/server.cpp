@@ -1,7 +1,6 @@
 #include "app/server.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -294,10 +293,10 @@ Result<HttpServerFactory> http_module() {
     return Status::Error("cannot open the HTTP server module " + path + ": " + why +
                          " (hotcold serve needs it beside the binary; the build makes both)");
   }
-  void* sym = dlsym(lib, "hc_http_server_create");
+  void* sym = dlsym(lib, kHttpModuleEntry);
   if (!sym) {
     dlclose(lib);
-    return Status::Error("the HTTP server module " + path + " has no hc_http_server_create");
+    return Status::Error("the HTTP server module " + path + " has no " + kHttpModuleEntry);
   }
   factory = reinterpret_cast<HttpServerFactory>(sym);  // kept open: the servers' code lives there
   return factory;

@@ -18,7 +18,6 @@
 #include "app/server.h"
 #include "app/web_chat.h"
 #include "core/log.h"
-#include "engine/text_stream.h"
 
 namespace hc {
 
@@ -376,7 +375,7 @@ struct Server final : HttpServer {
 
 }  // namespace hc
 
-// The module's entry point (app/server.h: open_http_server looks it up by this name).
+// The module's entry point: open_http_server looks it up by this name (kHttpModuleEntry).
 extern "C" __attribute__((visibility("default"))) hc::HttpServer* hc_http_server_create(
     int abi, size_t config_bytes, hc::HttpServerConfig* cfg, std::string* error) {
   if (abi != hc::kHttpModuleAbi || config_bytes != sizeof(hc::HttpServerConfig)) {
