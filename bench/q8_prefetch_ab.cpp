@@ -2,16 +2,18 @@
 // repack_avx512.cpp, k32<8, true, false>) streaming a 1 GiB Q8_0 decode layout (4096-wide rows,
 // as the 7B shape's) from DRAM on two threads, beside a plain read of the same bytes (the
 // ceiling of the host's state at that moment). Variants run interleaved, pass after pass, so a
-// drift of the host's bandwidth hits them alike. Standalone (not built by CMake; needs
-// AVX-512 VNNI):
+// drift of the host's bandwidth hits them alike. With the argument `l2`, instead: the kernel's
+// compute ceiling, one thread on 8 groups (544 KiB) held in L2, beside a plain read of them.
+// Standalone (not built by CMake; needs AVX-512 VNNI):
 //
-//   g++ -O2 -march=native -pthread bench/q8_prefetch_ab.cpp -o /tmp/q8_ab && /tmp/q8_ab
+//   g++ -O2 -march=native -pthread bench/q8_prefetch_ab.cpp -o /tmp/q8_ab && /tmp/q8_ab [l2]
 // GCC 12 reports its own _mm512 intrinsics' internal "undefined" operands as maybe-uninitialised.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <chrono>
 #include <cstring>
 #include <vector>
 
@@ -75,28 +77,63 @@ void read_only(const uint8_t* g, int64_t bytes, float* out) {
   _mm512_storeu_ps(out, _mm512_cvtepi32_ps(s));
 }
 
+// ng groups of 4096-wide rows (as the 7B shape's) and the activation they are multiplied by.
+struct Layout {
+  static constexpr int64_t nb = 128, gbytes = nb * (kBlock + kScale);
+  int64_t ng;
+  size_t n = static_cast<size_t>(ng * gbytes);
+  uint8_t* buf = ab::weights_buffer(n);
+  std::vector<int8_t> aq = std::vector<int8_t>(static_cast<size_t>(nb * 32), 1);
+  std::vector<float> ad = std::vector<float>(static_cast<size_t>(nb), 1.0f);
+  std::vector<int32_t> corr = std::vector<int32_t>(static_cast<size_t>(nb * 8), -512);
+  std::vector<float> out = std::vector<float>(static_cast<size_t>(ng * 16));
+  explicit Layout(int64_t groups) : ng(groups) {
+    if (buf)
+      for (size_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3) & 0x3f;
+  }
+  const uint8_t* group_at(int64_t i) const { return buf + i * gbytes; }
+};
+
 }  // namespace
 
-int main() {
-  const int64_t nb = 128, gbytes = nb * (kBlock + kScale), ng = 15360;  // ~1 GiB
-  const size_t n = static_cast<size_t>(ng * gbytes);
-  uint8_t* buf = ab::weights_buffer(n);
-  if (!buf) return 1;
-  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(i * 7 + 3) & 0x3f;
-  std::vector<int8_t> aq(static_cast<size_t>(nb * 32), 1);
-  std::vector<float> ad(static_cast<size_t>(nb), 1.0f), out(static_cast<size_t>(ng * 16));
-  std::vector<int32_t> corr(static_cast<size_t>(nb * 8), -512);
-  const int8_t* a = aq.data();
-  const float* d = ad.data();
-  const int32_t* k = corr.data();
+// One thread, the same 8 groups again and again (in L2): GB/s of the plain read and of the
+// kernel as it is (8 KiB prefetch).
+int in_l2() {
+  Layout L(8);
+  if (!L.buf) return 1;
+  const int64_t reps = 4000;
+  for (int v = 0; v < 2; ++v) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t r = 0; r < reps; ++r)
+      for (int64_t i = 0; i < L.ng; ++i) {
+        if (v == 0) read_only(L.group_at(i), L.gbytes, L.out.data() + i * 16);
+        else group<8192, _MM_HINT_T1, false>(L.group_at(i), L.nb, L.aq.data(), L.ad.data(),
+                                             L.corr.data(), L.out.data() + i * 16);
+      }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%-28s %.1f GB/s one thread in L2\n", v == 0 ? "plain read" : "kernel (8 KiB, T1)",
+                static_cast<double>(L.n) * reps / s / 1e9);
+  }
+  std::printf("(check: %.0f)\n", static_cast<double>(L.out[5]));
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "l2") == 0) return in_l2();
+  Layout L(15360);  // ~1 GiB
+  if (!L.buf) return 1;
+  const int8_t* a = L.aq.data();
+  const float* d = L.ad.data();
+  const int32_t* k = L.corr.data();
+  const int64_t nb = L.nb, ng = L.ng;
   ab::interleaved({"plain read (ceiling)", "8 KiB ahead, T1 (now)", "no software prefetch",
                    "4 KiB ahead, T1", "16 KiB ahead, T1", "2 KiB ahead, T0",
                    "1 line per block, 8 KiB T1"},
-                  /*passes=*/8, /*threads=*/2, static_cast<double>(n), [&](int v, int t) {
+                  /*passes=*/8, /*threads=*/2, static_cast<double>(L.n), [&](int v, int t) {
                     for (int64_t i = t * ng / 2; i < (t + 1) * ng / 2; ++i) {
-                      const uint8_t* g = buf + i * gbytes;
-                      float* o = out.data() + i * 16;
-                      if (v == 0) read_only(g, gbytes, o);
+                      const uint8_t* g = L.group_at(i);
+                      float* o = L.out.data() + i * 16;
+                      if (v == 0) read_only(g, L.gbytes, o);
                       if (v == 1) group<8192, _MM_HINT_T1, false>(g, nb, a, d, k, o);
                       if (v == 2) group<0, 0, false>(g, nb, a, d, k, o);
                       if (v == 3) group<4096, _MM_HINT_T1, false>(g, nb, a, d, k, o);
@@ -105,6 +142,6 @@ int main() {
                       if (v == 6) group<8192, _MM_HINT_T1, true>(g, nb, a, d, k, o);
                     }
                   });
-  std::printf("(check: %.0f)\n", static_cast<double>(out[5]));
+  std::printf("(check: %.0f)\n", static_cast<double>(L.out[5]));
   return 0;
 }
