@@ -28,7 +28,9 @@ std::vector<std::string> split_names(const std::string& names) {
 }
 
 // "tokens to generate (default: 128)"
+// A help text that states its own default ("(default: all)" for a sentinel such as 0) keeps it.
 std::string with_default(const std::string& help, const std::string& value) {
+  if (help.find("(default") != std::string::npos) return help;
   return help + " (default: " + value + ")";
 }
 

@@ -94,7 +94,7 @@ int cmd_chat(const Args& args) {
   add_model_flags(p, &f.model);
   p.add_string("-sys,--system-prompt", &f.system, "system message");
   p.add_string("--chat-template", &f.chat_template, "template name or text (default: the model's)");
-  p.add_int("-n,--n-predict", &f.n_predict, "maximum tokens per reply (default 512)");
+  p.add_int("-n,--n-predict", &f.n_predict, "maximum tokens per reply");
   add_sampling_flags(p, &f.sampling, &f.seed);
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
   if (Status st = resolve_seed(f.seed, &f.sampling); !st.ok())

@@ -668,19 +668,19 @@ int cmd_eval(const Args& args) {
   add_device_flags(p, &f.device);
   add_dynamic_flags(p, &f.dynamic);
   p.add_string("--tasks", &f.tasks,
-               "comma-separated: wikitext2, tinystories, code-ppl, humaneval, mbpp (default all)");
+               "comma-separated: wikitext2, tinystories, code-ppl, humaneval, mbpp");
   p.add_int("--limit", &f.limit, "problems per code task (default: all)");
-  p.add_int("--n-predict", &f.n_predict, "tokens per completion (default 256)");
-  p.add_int("--ppl-chunks", &f.ppl_chunks, "perplexity chunks per text (default 8)");
-  p.add_int("--ppl-ctx", &f.ppl_ctx, "perplexity chunk length (default 512)");
-  p.add_float("--timeout", &f.timeout, "seconds per test program in the sandbox (default 10)");
+  p.add_int("--n-predict", &f.n_predict, "tokens per completion");
+  p.add_int("--ppl-chunks", &f.ppl_chunks, "perplexity chunks per text");
+  p.add_int("--ppl-ctx", &f.ppl_ctx, "perplexity chunk length");
+  p.add_float("--timeout", &f.timeout, "seconds per test program in the sandbox");
   p.add_flag("--chat", &f.chat,
              "instruct models: ask for each code problem in a chat turn (the model's template) "
              "with the answer's code block opened");
   p.add_string("--chat-template", &f.chat_template,
                "chat template family or Jinja text for --chat (default: the model's)");
-  p.add_string("--data", &f.data, "data directory (default ../shared/data)");
-  p.add_string("-o,--out", &f.out, "results directory (default eval-out)");
+  p.add_string("--data", &f.data, "data directory");
+  p.add_string("-o,--out", &f.out, "results directory");
   p.add_string("--label", &f.label, "name of this configuration (default: from the flags)");
   p.add_flag("--report", &f.report_only,
              "only rebuild results.json, results.md and the plots from --out");

@@ -122,10 +122,10 @@ int cmd_plan(const Args& args) {
   p.add_string("-o,--output", &f.out, "plan file to write, GGUF (required)");
   p.add_float("--vram-budget", &f.device.vram_budget_gib, "device memory budget in GiB (required)");
   p.add_string("--device", &f.device.device, "device whose profile is used: auto, cuda or cpu");
-  p.add_int("--device-threads", &f.device.device_threads, "CPU device: its threads (default 1)");
+  p.add_int("--device-threads", &f.device.device_threads, "CPU device: its threads");
   p.add_string("--solver", &f.solver, "best (greedy and ILP, the faster), greedy or ilp");
-  p.add_float("--time-limit", &f.time_limit, "ILP time limit in seconds (default 10)");
-  p.add_int("--granule", &f.granule, "neurons per decision unit (default 32)");
+  p.add_float("--time-limit", &f.time_limit, "ILP time limit in seconds");
+  p.add_int("--granule", &f.granule, "neurons per decision unit");
   p.add_flag("--predictor", &f.predictor,
              "plan for predictor-driven sparsity (the device computes only predicted neurons)");
   p.add_float("--host-gbps", &f.host_gbps, "host bandwidth instead of measuring it");

@@ -183,16 +183,16 @@ int cmd_profile(const Args& args) {
   p.add_string("-m,--model", &f.model.model, "GGUF model file (required)");
   p.add_string("-f,--file", &f.file, "text corpus (required)");
   p.add_string("-o,--output", &f.out, "statistics file to write, GGUF (required)");
-  p.add_int("-t,--threads", &f.model.threads, "number of threads (default 2)");
+  p.add_int("-t,--threads", &f.model.threads, "number of threads");
   p.add_int("-c,--ctx-size", &f.model.ctx,
-            "tokens per chunk, each in a fresh context (default 512)");
+            "tokens per chunk, each in a fresh context");
   p.add_int("-b,--batch-size", &f.model.batch, "tokens per forward pass (default: -c)");
   p.add_int("--chunks", &f.chunks, "profile at most this many chunks (default: all)");
   p.add_float("--sparsity", &f.sparsity,
-              "SiLU models: share of activations treated as not firing, 0..1 (default 0.5); "
+              "SiLU models: share of activations treated as not firing, 0..1; "
               "ReLU models fire exactly when act != 0");
   p.add_int("--calib-tokens", &f.calib_tokens,
-            "SiLU models: tokens of the calibration pass that sets the thresholds (default 2048)");
+            "SiLU models: tokens of the calibration pass that sets the thresholds");
   p.add_string("--plot", &f.plot, "PNG of the firing CDF (default: -o with .png for .gguf)");
   p.add_flag("-nr,--no-repack", &f.model.no_repack, "keep quantised weights in the file's layout");
   p.add_flag("-v,--verbose", &f.model.verbose, "print debug logs");

@@ -98,7 +98,7 @@ int cmd_run(const Args& args) {
   add_dynamic_flags(p, &f.dynamic);
   p.add_string("-p,--prompt", &f.prompt, "prompt text");
   p.add_string("-f,--file", &f.file, "read the prompt from a file");
-  p.add_int("-n,--n-predict", &f.n_predict, "tokens to generate (default 128)");
+  p.add_int("-n,--n-predict", &f.n_predict, "tokens to generate");
   add_sampling_flags(p, &f.sampling, &f.seed);
   p.add_flag("--ignore-eos", &f.ignore_eos, "keep generating after an end-of-generation token");
   p.add_flag("--no-bos", &f.no_bos, "do not add BOS/EOS special tokens to the prompt");

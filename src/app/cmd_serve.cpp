@@ -126,14 +126,13 @@ int cmd_serve(const Args& args) {
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);
-  p.add_string("--host", &f.server.host, "address to listen on (default 127.0.0.1)");
-  p.add_int("--port", &f.server.port, "port to listen on (default 8080; 0: any free port)");
+  p.add_string("--host", &f.server.host, "address to listen on");
+  p.add_int("--port", &f.server.port, "port to listen on; 0: any free port");
   p.add_int("-np,--parallel", &f.parallel,
-            "sessions decoded together, each with its own KV cache; -c is split between them "
-            "(default 1)");
+            "sessions decoded together, each with its own KV cache; -c is split between them");
   p.add_int("--max-queue", &f.max_queue,
-            "requests that may wait for a free slot; more get HTTP 503 (default 64)");
-  p.add_int("--max-body", &f.max_body_kib, "largest request body in KiB; larger get 413 (default 1024)");
+            "requests that may wait for a free slot; more get HTTP 503");
+  p.add_int("--max-body", &f.max_body_kib, "largest request body in KiB; larger get 413");
   p.add_int("--http-threads", &f.server.http_threads,
             "HTTP worker threads (default: parallel + max-queue + 8)");
   p.add_string("-a,--alias", &f.server.model_id,
@@ -141,8 +140,7 @@ int cmd_serve(const Args& args) {
   p.add_string("--chat-template", &f.server.chat_template,
                "template name or text (default: the model's)");
   p.add_float("--shutdown-grace", &f.grace_s,
-              "seconds in-flight requests may run after SIGINT/SIGTERM before they are cancelled "
-              "(default 10)");
+              "seconds in-flight requests may run after SIGINT/SIGTERM before they are cancelled");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
   if (f.parallel < 1 || f.parallel > 256)
     return usage_error(kCmd, "--parallel: expected 1..256 slots, found " + std::to_string(f.parallel));

@@ -20,9 +20,9 @@ namespace hc {
 
 void add_model_flags(ArgParser& p, ModelFlags* f) {
   p.add_string("-m,--model", &f->model, "GGUF model file (required)");
-  p.add_int("-t,--threads", &f->threads, "number of threads (default 2)");
+  p.add_int("-t,--threads", &f->threads, "number of threads");
   p.add_int("-c,--ctx-size", &f->ctx, "context size in tokens (default: model's, max 4096)");
-  p.add_int("-b,--batch-size", &f->batch, "prompt tokens per forward pass (default 512)");
+  p.add_int("-b,--batch-size", &f->batch, "prompt tokens per forward pass");
   p.add_flag("-nr,--no-repack", &f->no_repack,
              "keep quantised weights in the file's layout, mmapped and never copied (decode is "
              "slower; by default Q4_0/Q4_1/Q8_0/Q4_K matrices are repacked at load)");
@@ -42,7 +42,7 @@ void add_sparse_flags(ArgParser& p, SparseFlags* f) {
              "PowerInfer) choose the firing set before each FFN runs; implies --sparse");
   p.add_float("--sparse-union-max", &f->union_max,
                "prompt batches whose union firing set exceeds this share of the neurons run the "
-               "dense FFN (default 0.5)");
+               "dense FFN");
 }
 
 Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
@@ -78,15 +78,15 @@ Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
 }
 
 void add_sampling_flags(ArgParser& p, SamplerParams* s, std::string* seed) {
-  p.add_float("--temp", &s->temp, "temperature; 0 = greedy (default 0.8)");
-  p.add_int("--top-k", &s->top_k, "top-k sampling; 0 = off (default 40)");
-  p.add_float("--top-p", &s->top_p, "top-p sampling; 1 = off (default 0.95)");
-  p.add_float("--min-p", &s->min_p, "min-p sampling; 0 = off (default 0.05)");
-  p.add_float("--repeat-penalty", &s->repeat_penalty, "repetition penalty; 1 = off (default 1.0)");
-  p.add_int("--repeat-last-n", &s->repeat_last_n, "tokens considered by the penalty (default 64)");
-  p.add_float("--frequency-penalty", &s->frequency_penalty, "frequency penalty (default 0)");
-  p.add_float("--presence-penalty", &s->presence_penalty, "presence penalty (default 0)");
-  p.add_string("-s,--seed", seed, "RNG seed; -1 = random (default)");
+  p.add_float("--temp", &s->temp, "temperature; 0 = greedy");
+  p.add_int("--top-k", &s->top_k, "top-k sampling; 0 = off");
+  p.add_float("--top-p", &s->top_p, "top-p sampling; 1 = off");
+  p.add_float("--min-p", &s->min_p, "min-p sampling; 0 = off");
+  p.add_float("--repeat-penalty", &s->repeat_penalty, "repetition penalty; 1 = off");
+  p.add_int("--repeat-last-n", &s->repeat_last_n, "tokens considered by the penalty");
+  p.add_float("--frequency-penalty", &s->frequency_penalty, "frequency penalty");
+  p.add_float("--presence-penalty", &s->presence_penalty, "presence penalty");
+  p.add_string("-s,--seed", seed, "RNG seed; -1 = random");
 }
 
 Status resolve_seed(const std::string& seed_flag, SamplerParams* params) {

@@ -28,7 +28,7 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
   p.add_string("--plan", &f->plan,
                "placement plan from hotcold plan (or a PowerInfer .gpuidx file) for the "
                "sparse FFN");
-  p.add_int("--device-threads", &f->device_threads, "CPU device: its own threads (default 1)");
+  p.add_int("--device-threads", &f->device_threads, "CPU device: its own threads");
   p.add_float("--device-emulate-gbps", &f->device_emulate_gbps,
               "CPU device: pace its weight reads to this bandwidth (GB/s) to emulate a slower "
               "device (default: unpaced)");

@@ -12,8 +12,8 @@ void add_dynamic_flags(ArgParser& p, DynamicFlags* f) {
              "adjust each layer's sparsity threshold online toward --dyn-target (needs a sparse "
              "FFN: --sparsity/--stats, --sparse or --predictor)");
   p.add_string("--dyn-target", &f->target,
-               "what --dynamic holds per layer: recall:R (share of activation mass computed, "
-               "default recall:0.99) or sparsity:S (share of neurons skipped)");
+               "what --dynamic holds per layer: recall:R (share of activation mass computed) or "
+               "sparsity:S (share of neurons skipped)");
   p.add_flag("--migrate", &f->migrate,
              "move hot neurons between host and device as their firing drifts (needs hot "
              "neurons on a device: --plan or --vram-budget with --stats)");
@@ -22,21 +22,21 @@ void add_dynamic_flags(ArgParser& p, DynamicFlags* f) {
              "measures their overhead), thresholds and placement stay fixed");
   p.add_int("--dyn-audit", &f->audit_every,
             "with a device or a predictor, observe every neuron on one forward call in N "
-            "(default 4; host-only thresholds observe every call for free)");
+            "(host-only thresholds observe every call for free)");
   p.add_float("--dyn-half-life", &f->half_life,
-              "half-life of the online firing counters, in observed tokens (default 256)");
+              "half-life of the online firing counters, in observed tokens");
   p.add_int("--migrate-every", &f->migrate_every,
-            "observed tokens between migration rounds (default 16)");
+            "observed tokens between migration rounds");
   p.add_float("--hysteresis", &f->hysteresis,
               "a cold neuron replaces a hot one only when it fired this much more often "
-              "(default 0.25 = 25%)");
-  p.add_int("--max-swaps", &f->max_swaps, "neurons migrated per layer and round (default 64)");
+              "(0.25 = 25% more)");
+  p.add_int("--max-swaps", &f->max_swaps, "neurons migrated per layer and round");
   p.add_float("--dyn-gain", &f->gain,
-              "controller gain per unit of log error (default 0.02; in logit units with "
-              "--predictor, where it must suit the logits' scale)");
+              "controller gain per unit of log error (in logit units with --predictor, where it "
+              "must suit the logits' scale)");
   p.add_float("--dyn-max-step", &f->max_step,
-              "largest threshold change per controller step (default 0.05: ln units, or logits "
-              "with --predictor)");
+              "largest threshold change per controller step (ln units, or logits with "
+              "--predictor)");
 }
 
 Result<DynamicOptions> dynamic_options(const DynamicFlags& f) {

@@ -93,6 +93,33 @@ TEST(Cli, EveryListedCommandIsAvailable) {
   }
 }
 
+// Each option's help states its default once: the parser appends "(default: V)" unless the
+// help already explains one (a sentinel such as "(default: all)").
+TEST(Cli, HelpStatesEachDefaultOnce) {
+  for (const char* cmd : {"run", "chat", "serve", "bench", "perplexity", "eval", "profile",
+                          "train-predictor", "plan", "simulate", "quantize", "convert", "inspect",
+                          "tokenize"}) {
+    CliResult h = run_hotcold({cmd, "--help"});
+    ASSERT_EQ(h.exit_code, 0) << cmd << ": " << h.err;
+    // An option's help may wrap: join continuation lines (deeper indent) to their option.
+    std::vector<std::string> entries;
+    std::istringstream in(h.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("  -", 0) == 0 || entries.empty()) entries.push_back(line);
+      else entries.back() += " " + line;
+    }
+    int n_defaults = 0;
+    for (const std::string& e : entries) {
+      size_t count = 0;
+      for (size_t at = e.find("default"); at != std::string::npos; at = e.find("default", at + 1))
+        ++count;
+      EXPECT_LE(count, 1u) << cmd << ": " << e;
+      n_defaults += count > 0;
+    }
+    EXPECT_GT(n_defaults, 0) << cmd << " --help states no default:\n" << h.out;
+  }
+}
+
 TEST(Cli, InspectPrintsVocabKeys) {
   CliResult r = run_hotcold({"inspect", kVocabDir + "ggml-vocab-gpt-2.gguf"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
