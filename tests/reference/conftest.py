@@ -57,6 +57,7 @@ def cached_reference(kind: str, inputs: dict, files: list[Path], compute):
         "inputs": inputs,
         "files": [_sha256_file(Path(f)) for f in files],
         "llama_cpp_python": llamacpp_ref.llama_cpp_version(),
+        "llama_cpp_build": llamacpp_ref.system_info(),
         "harness": _sha256_file(Path(llamacpp_ref.__file__)),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:24]

@@ -46,9 +46,27 @@ def _silent_log(level, text, user_data):  # keep llama.cpp quiet (verbose=False)
 _backend_ready = False
 
 
+def system_info() -> str:
+    """llama.cpp's feature line ("CPU : SSE3 = 1 | ... | AVX512 = 1 | ..."): what it was built with."""
+    return L.llama_print_system_info().decode(errors="replace").strip()
+
+
+def check_build() -> None:
+    """The reference follows ggml's AVX-512/AVX2 dot products, the arithmetic hotcold matches bit
+    for bit. A build with AMX computes quantised matrix products differently (its own weight
+    layout, tile and VNNI kernels, another accumulation order) and crashes on some hosts of this
+    machine kind (SIGSEGV in ggml_backend_amx_mul_mat on prompt batches): refuse it up front."""
+    info = system_info()
+    if "AMX" in info:
+        raise RuntimeError(
+            "the llama.cpp reference was built with AMX (" + info + "); hotcold's goldens follow "
+            "its AVX-512/AVX2 path: rerun scripts/setup.sh, which builds it without AMX")
+
+
 def _init_backend() -> None:
     global _backend_ready
     if not _backend_ready:
+        check_build()
         L.llama_log_set(_silent_log, ctypes.c_void_p(0))
         L.llama_backend_init()
         _backend_ready = True
