@@ -143,6 +143,9 @@ Result<Calibration> read_calibration(const std::string& path) {
     c.eff.sparse_rel.emplace_back(pt[0].get<double>(), pt[1].get<double>());
   }
   c.eff.gate_rows_rel = e.value("gate_rows_rel", 0.0);
+  // Bounds measured with the figures (files written before them: the built-in defaults).
+  c.eff.dense_max = e.value("dense_max", c.eff.dense_max);
+  c.eff.rel_max = e.value("rel_max", c.eff.rel_max);
   c.eff.source = "calibration " + path + " (" + c.eff.type + ")";
   HC_TRY(c.eff.validate().with_context(where));
   if (c.read_gbps <= 0)
@@ -171,12 +174,18 @@ std::string today() {
 }
 
 // The read probe's best pass (STREAM's convention, as hotcold bench's roofline).
-double best_read_gbps(int threads) {
+constexpr int64_t kProbeBytes = int64_t{256} << 20;  // the DRAM probe's array, >> any LLC here
+
+// Best read GB/s over an array of `bytes` (the DRAM probe by default). A smaller array sits in
+// cache: each timed pass then reads it enough times (about kProbeBytes in all, one dispatch) that
+// the pool's wake-up does not count.
+double best_read_gbps(int threads, int64_t bytes = kProbeBytes) {
   ThreadPool pool(threads);
   ops::MembwParams mp;
-  mp.array_bytes = int64_t{256} << 20;
+  mp.array_bytes = std::max<int64_t>(bytes, 4096);
   mp.reps = 10;
   mp.read_only = true;
+  mp.read_passes = static_cast<int>(std::max<int64_t>(1, kProbeBytes / mp.array_bytes));
   auto r = ops::measure_membw(mp, pool);
   return r.ok() ? r->gbs_of(ops::MembwKernel::kRead) : 0.0;
 }
@@ -372,6 +381,23 @@ Status calibrate(const SimFlags& f) {
   if (!(read > 0)) return Status::Error("the read-bandwidth probe failed");
   HC_LOG_INFO("calibrate: probe %.2f / %.2f GB/s, dense decode %.2f tok/s = %.2f GB/s (%.1f%%)",
               read0, read1, tok_s, dense_gbps, 100 * dense_gbps / read);
+  // The ceilings validate() holds this run's figures to (HostEfficiency::dense_max, rel_max):
+  // a plain read of a buffer the size of a token's weights (a model smaller than the cache is
+  // read from cache, faster than the DRAM probe), and of an L1-sized one (nothing a row kernel
+  // reads comes faster). 1.25: room for the noise between two timings.
+  const auto token_bytes = static_cast<int64_t>(dense_model->weight_bytes_per_token());
+  const double resident = token_bytes < kProbeBytes ? best_read_gbps(f.threads, token_bytes) : read;
+  const double l1 = best_read_gbps(f.threads, int64_t{16} << 10);
+  const double dense_max = 1.25 * std::max(resident, read) / read;
+  const double rel_max = 1.25 * std::max(l1, resident) / dense_gbps;
+  HC_LOG_INFO("calibrate: a read of %.2f MiB (one token's weights): %.2f GB/s; of 16 KiB: %.2f GB/s",
+              token_bytes / 1048576.0, resident, l1);
+  if (dense_gbps > 1.1 * read)
+    HC_LOG_WARN("calibrate: %s decodes at %.2f GB/s, faster than the memory read probe (%.2f "
+                "GB/s): its weights (%.2f MiB) sit in cache, so its efficiency (%.2f) overstates "
+                "models larger than the cache; calibrate on one larger than the last-level cache "
+                "to project those", f.model.c_str(), dense_gbps, read, token_bytes / 1048576.0,
+                dense_gbps / read);
 
   // The CPU device (before the sparse model, so its probe sees a quiet machine).
   ops::DeviceOptions dopt;
@@ -413,6 +439,7 @@ Status calibrate(const SimFlags& f) {
   j["model"] = f.model;
   j["threads"] = f.threads;
   j["host"] = {{"read_gbps", read}, {"read_gbps_before", read0}, {"read_gbps_after", read1},
+               {"resident_read_gbps", resident}, {"l1_read_gbps", l1},
                {"cores", static_cast<int>(std::thread::hardware_concurrency())}};
   j["efficiency"] = {{"type", lower(dtype_name(ffn_type))},
                      {"dense", dense_gbps / read},
@@ -421,8 +448,12 @@ Status calibrate(const SimFlags& f) {
                      {"sparse_rel", points},
                      {"gate_rows_rel", gate_gbps / dense_gbps},
                      {"gate_rows_gbps", gate_gbps},
+                     {"dense_max", dense_max},
+                     {"rel_max", rel_max},
                      {"note", "dense: weight GB/token x decode tok/s / read probe; sparse_rel: "
-                              "[firing share, up + down_t row kernels' GB/s / dense GB/s, GB/s]"}};
+                              "[firing share, up + down_t row kernels' GB/s / dense GB/s, GB/s]; "
+                              "dense_max, rel_max: the bounds these figures are held to, from "
+                              "host.resident_read_gbps and host.l1_read_gbps x 1.25"}};
   j["cpu_device"] = {{"threads", f.device_threads},
                      {"mem_gbps", prof.mem_gbps},
                      {"dense_gbps", dm.dense_gbps},
@@ -438,7 +469,9 @@ Status calibrate(const SimFlags& f) {
     std::ofstream o(tmp, std::ios::binary | std::ios::trunc);
     o << text;
     o.close();
-    return o ? Status::Ok() : Status::Error("cannot write '" + tmp + "'");
+    if (!o) return Status::Error("cannot write '" + tmp + "'");
+    // What --calibration will read: a file it would refuse is never written.
+    return read_calibration(tmp).status().with_context("the calibration just measured");
   }));
   if (f.json) std::fputs(text.c_str(), stdout);
   else std::printf("wrote %s\n%s", f.out.c_str(), text.c_str());

@@ -344,18 +344,21 @@ double HostEfficiency::sparse_at(double share) const {
 }
 
 Status HostEfficiency::validate() const {
-  if (!(gate_rows_rel >= 0 && gate_rows_rel <= 4))
-    return Status::Error("host efficiency: expected a gate-rows ratio in [0, 4], found " +
-                         fmt(gate_rows_rel));
-  if (!finite_pos(dense) || dense > 2)
-    return Status::Error("host efficiency: expected a dense decode efficiency in (0, 2], found " +
-                         fmt(dense));
+  if (!finite_pos(dense_max) || !finite_pos(rel_max))
+    return Status::Error("host efficiency: expected positive bounds, found dense_max " +
+                         fmt(dense_max) + ", rel_max " + fmt(rel_max));
+  if (!(gate_rows_rel >= 0 && gate_rows_rel <= rel_max))
+    return Status::Error("host efficiency: expected a gate-rows ratio in [0, " + fmt(rel_max) +
+                         "], found " + fmt(gate_rows_rel));
+  if (!finite_pos(dense) || dense > dense_max)
+    return Status::Error("host efficiency: expected a dense decode efficiency in (0, " +
+                         fmt(dense_max) + "], found " + fmt(dense));
   for (size_t i = 0; i < sparse_rel.size(); ++i) {
     const auto [s, r] = sparse_rel[i];
-    if (!(s > 0 && s <= 1) || !finite_pos(r) || r > 4)
+    if (!(s > 0 && s <= 1) || !finite_pos(r) || r > rel_max)
       return Status::Error("host efficiency: point " + std::to_string(i) + " is (" + fmt(s) +
                            ", " + fmt(r) + "), expected a firing share in (0, 1] and a ratio in "
-                           "(0, 4]");
+                           "(0, " + fmt(rel_max) + "]");
     if (i > 0 && !(s > sparse_rel[i - 1].first))
       return Status::Error("host efficiency: firing shares must ascend, found " +
                            fmt(sparse_rel[i - 1].first) + " then " + fmt(s));

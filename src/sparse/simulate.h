@@ -152,6 +152,14 @@ struct HostEfficiency {
   // the dense decode's; 0: sparse_at(1).
   double gate_rows_rel = 0;
   std::string source;
+  // Upper bounds validate() holds the figures to. Physical only relative to what the same run
+  // measured: the engine cannot read its weights faster than a plain read of a buffer that size
+  // (dense_max: that read's GB/s over the DRAM probe's; rel_max: a read of an L1-sized buffer,
+  // the fastest any row kernel can read, over the dense decode's GB/s), with room for timing
+  // noise. A model that sits in cache is legitimately above 1. The defaults guard typed-in
+  // figures and the built-in table (models far larger than the cache).
+  double dense_max = 2.0;
+  double rel_max = 4.0;
   // Piecewise-linear in the firing share, clamped at the ends; 1 when the table is empty.
   double sparse_at(double share) const;
   double gate_rows() const { return gate_rows_rel > 0 ? gate_rows_rel : sparse_at(1.0); }

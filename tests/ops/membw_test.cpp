@@ -53,6 +53,8 @@ TEST(Membw, ThreadedKernelsComputeStreamResults) {
       std::vector<float> a = a0, b(n, 2.0f), c(n, -1.0f);
       EXPECT_EQ(membw_read(a.data(), n, pool), exact_sum(a0)) << threads << " threads, n=" << n;
       EXPECT_EQ(membw_read(a.data(), n, pool, membw_read_sse2()), exact_sum(a0));
+      // Repeated passes: every slice read `passes` times (the partial sums are exact here).
+      EXPECT_EQ(membw_read_repeat(a.data(), n, 3, pool), 3 * exact_sum(a0)) << threads << ", " << n;
       membw_copy(c.data(), a.data(), n, pool);
       EXPECT_EQ(c, a0) << "copy, " << threads << " threads, n=" << n;
       membw_scale(b.data(), c.data(), 3.0f, n, pool);
@@ -89,6 +91,15 @@ TEST(Membw, ProbeReportsFinitePositiveBandwidth) {
     EXPECT_STREQ(r->read_isa, "sse2");
     EXPECT_GT(r->gbs_of(MembwKernel::kRead), 0.0);
     EXPECT_EQ(r->gbs_of(MembwKernel::kTriad), 0.0);  // not run
+    // Several reads per timed pass: the checksum is still one read's, the time covers all.
+    p.array_bytes = 16 << 10;
+    p.read_passes = 8;
+    r = measure_membw(p, pool);
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r->read_checksum, (16 << 10) / 4);
+    EXPECT_GT(r->gbs_of(MembwKernel::kRead), 0.0);
+    // best_s is one timed pass of 8 reads: GB/s = 8 reads x 16 KiB / best_s.
+    EXPECT_NEAR(r->gbs_of(MembwKernel::kRead) * r->best_s[0], 8.0 * (16 << 10) / 1e9, 1e-12);
   }
 }
 

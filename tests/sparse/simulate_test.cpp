@@ -460,6 +460,31 @@ TEST(SimulateInput, ValidationNamesTheProblem) {
   EXPECT_NE(r.message().find("drift"), std::string::npos) << r.message();
 }
 
+// The bounds are the efficiency's own: a calibration raises them from what it measured (a model
+// in cache decodes faster than the DRAM probe), the defaults hold typed-in figures.
+TEST(SimulateEfficiency, BoundsComeWithTheFigures) {
+  HostEfficiency e = builtin_host_efficiency(GgmlType::Q4_0);
+  e.dense = 2.02;  // stories260K on a fast host, against the DRAM probe
+  Status st = e.validate();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("in (0, 2], found 2.02"), std::string::npos) << st.message();
+  e.dense_max = 1.25 * 3.1;  // that run's read of a buffer the model's size: 3.1x the DRAM probe
+  EXPECT_TRUE(e.validate().ok()) << e.validate().message();
+  e.dense = 4.0;
+  EXPECT_FALSE(e.validate().ok());
+  e.dense = 0.85;
+  e.rel_max = 0.5;  // below the table's ratios
+  st = e.validate();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("(0, 0.5]"), std::string::npos) << st.message();
+  e.rel_max = 4;
+  e.gate_rows_rel = 4.5;
+  EXPECT_FALSE(e.validate().ok());
+  e.gate_rows_rel = 0;
+  e.dense_max = 0;
+  EXPECT_FALSE(e.validate().ok());
+}
+
 TEST(SimulateEfficiency, BuiltInTableFromTheBenchmarks) {
   const HostEfficiency q4 = builtin_host_efficiency(GgmlType::Q4_0);
   EXPECT_DOUBLE_EQ(q4.dense, 0.851);

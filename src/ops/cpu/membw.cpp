@@ -126,6 +126,11 @@ MembwReadFn membw_read_best(const char** isa) {
 }
 
 double membw_read(const float* a, int64_t n, ThreadPool& pool, MembwReadFn read_fn) {
+  return membw_read_repeat(a, n, 1, pool, read_fn);
+}
+
+double membw_read_repeat(const float* a, int64_t n, int passes, ThreadPool& pool,
+                         MembwReadFn read_fn) {
   if (!read_fn) read_fn = membw_read_best(nullptr);
   struct alignas(64) Partial {
     double sum = 0;
@@ -134,7 +139,7 @@ double membw_read(const float* a, int64_t n, ThreadPool& pool, MembwReadFn read_
   pool.run([&](int ith, int nth) {
     int64_t b, e;
     slice(n, ith, nth, &b, &e);
-    partial[ith].sum = read_fn(a + b, e - b);
+    for (int p = 0; p < passes; ++p) partial[ith].sum += read_fn(a + b, e - b);
   });
   double sum = 0;
   for (const Partial& p : partial) sum += p.sum;
@@ -216,14 +221,17 @@ Result<MembwResult> measure_membw(const MembwParams& params, ThreadPool& pool) {
       times.push_back(seconds() - t0);
     }
     std::sort(times.begin(), times.end());
-    const double bytes_per_pass = static_cast<double>(membw_bytes_per_element(k)) * n;
+    const double bytes_per_pass = static_cast<double>(membw_bytes_per_element(k)) * n *
+                                  (k == MembwKernel::kRead ? std::max(1, params.read_passes) : 1);
     const int i = static_cast<int>(k);
     r.best_s[i] = times.front();
     r.gbs[i] = bytes_per_pass / times.front() / 1e9;
     r.median_gbs[i] = bytes_per_pass / times[times.size() / 2] / 1e9;
   };
   double checksum = 0;
-  time_kernel(MembwKernel::kRead, [&] { checksum = membw_read(a, n, pool, read_fn); });
+  const int passes = std::max(1, params.read_passes);
+  time_kernel(MembwKernel::kRead,
+              [&] { checksum = membw_read_repeat(a, n, passes, pool, read_fn) / passes; });
   r.read_checksum = checksum;  // used, so the reads cannot be optimised away
   if (!params.read_only) {
     time_kernel(MembwKernel::kCopy, [&] { membw_copy(c, a, n, pool); });

@@ -38,8 +38,11 @@ MembwReadFn membw_read_avx2();
 MembwReadFn membw_read_best(const char** isa);
 
 // The kernels on n-element arrays, split across the pool (each thread its own slice, slices
-// aligned to 64 bytes). membw_read returns sum(a) (read_fn null = membw_read_best).
+// aligned to 64 bytes). membw_read returns sum(a) (read_fn null = membw_read_best);
+// membw_read_repeat reads each slice `passes` times in one dispatch and returns passes * sum(a).
 double membw_read(const float* a, int64_t n, ThreadPool& pool, MembwReadFn read_fn = nullptr);
+double membw_read_repeat(const float* a, int64_t n, int passes, ThreadPool& pool,
+                         MembwReadFn read_fn = nullptr);
 void membw_copy(float* c, const float* a, int64_t n, ThreadPool& pool);
 void membw_scale(float* b, const float* c, float s, int64_t n, ThreadPool& pool);
 void membw_add(float* c, const float* a, const float* b, int64_t n, ThreadPool& pool);
@@ -50,6 +53,10 @@ struct MembwParams {
   int reps = 10;                             // timed passes per kernel; the best one counts
   bool read_only = false;                    // only the read kernel (one array): a short probe
   MembwReadFn read_fn = nullptr;             // null: membw_read_best
+  // Reads of the array per timed read pass, in one dispatch of the pool: for arrays that sit in
+  // cache (the ceiling a cache-resident model's kernels read at), where one read takes
+  // microseconds and the dispatch would otherwise dominate. GB/s count every read.
+  int read_passes = 1;
 };
 
 struct MembwResult {
