@@ -173,7 +173,8 @@ Result<Bandwidth> read_bandwidth(const BenchFlags& f) {
 struct Report {
   Stat pp, tg;
   bool has_pp = false, has_tg = false;
-  double gb_tok = 0;  // weight GB read per generated token
+  double gb_tok = 0;        // weight GB read per generated token (a sparse FFN: what it read)
+  double gb_tok_dense = 0;  // the same for the dense model (differs only with a sparse FFN)
   double rss_mib = 0, file_mib = 0, kv_mib = 0;
   double budget_mib() const { return (file_mib + kv_mib) * 1.1; }
   bool within_budget() const { return rss_mib <= budget_mib(); }
@@ -194,15 +195,17 @@ void print_json(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
     std::printf(", \"pp\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f}", f.n_prompt, r.pp.mean, r.pp.sd);
   if (r.has_tg) {
     const double gbps = r.gb_tok * r.tg.mean;
-    std::printf(", \"tg\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"weight_gb_per_token\": %.6f, \"gbps\": %.3f",
-                f.n_gen, r.tg.mean, r.tg.sd, r.gb_tok, gbps);
+    std::printf(", \"tg\": {\"n\": %d, \"tps_mean\": %.3f, \"tps_sd\": %.3f, \"weight_gb_per_token\": %.6f, "
+                "\"weight_gb_per_token_dense\": %.6f, \"gbps\": %.3f",
+                f.n_gen, r.tg.mean, r.tg.sd, r.gb_tok, r.gb_tok_dense, gbps);
     if (bw.read_gbs > 0)
       std::printf(", \"roofline_tps\": %.3f, \"roofline_share_pct\": %.2f", bw.read_gbs / r.gb_tok,
                   100.0 * gbps / bw.read_gbs);
     std::printf("}");
   }
-  std::printf(", \"peak_rss_mib\": %.1f, \"kv_cache_mib\": %.2f, \"rss_budget_mib\": %.1f, \"rss_within_budget\": %s}\n",
+  std::printf(", \"peak_rss_mib\": %.1f, \"kv_cache_mib\": %.2f, \"rss_budget_mib\": %.1f, \"rss_within_budget\": %s",
               r.rss_mib, r.kv_mib, r.budget_mib(), r.within_budget() ? "true" : "false");
+  // The object stays open: bench() adds the device / sparse / dynamic sections, then closes it.
 }
 
 void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
@@ -224,6 +227,9 @@ void print_table(const BenchFlags& f, const Report& r, const Bandwidth& bw) {
                 f.model.threads, f.n_gen, r.tg.mean, r.tg.sd, gbps);
     if (bw.read_gbs > 0) std::printf("%.1f | %.1f |\n", 100.0 * gbps / bw.read_gbs, bw.read_gbs / r.gb_tok);
     else std::printf("| |\n");
+    if (r.gb_tok != r.gb_tok_dense)
+      std::printf("\nweights read per generated token: %.2f MB (sparse FFN; the dense model reads %.2f MB)\n",
+                  r.gb_tok * 1e3, r.gb_tok_dense * 1e3);
   }
   std::printf("\n| peak RSS MiB | file MiB | KV cache MiB | budget MiB (file + KV + 10%%) | within budget |\n"
               "|---|---|---|---|---|\n| %.1f | %.1f | %.2f | %.1f | %s |\n",
@@ -250,9 +256,16 @@ Status bench(const BenchFlags& fl) {
   const auto prompt = random_tokens(f.n_prompt, n_vocab, 1);
   if (f.n_prompt > 0) HC_TRY(run_pp(session, prompt).status());  // warm-up: page in weights
   else if (f.n_gen > 0) HC_TRY(run_tg(session, 1, n_vocab).status());
+  uint64_t tg_ffn_bytes = 0;  // what the sparse FFN read during the tg tests (host + device)
   for (int r = 0; r < f.reps; ++r) {
     if (f.n_prompt > 0) { HC_ASSIGN_OR_RETURN(double v, run_pp(session, prompt)); pp.push_back(v); }
-    if (f.n_gen > 0) { HC_ASSIGN_OR_RETURN(double v, run_tg(session, f.n_gen, n_vocab)); tg.push_back(v); }
+    if (f.n_gen > 0) {
+      const SparseStats before = session.sparse_stats();
+      HC_ASSIGN_OR_RETURN(double v, run_tg(session, f.n_gen, n_vocab));
+      tg.push_back(v);
+      const SparseStats& after = session.sparse_stats();
+      tg_ffn_bytes += (after.bytes - before.bytes) + (after.device_bytes - before.device_bytes);
+    }
     HC_LOG_DEBUG("rep %d done", r + 1);
   }
   Report rep;
@@ -260,7 +273,25 @@ Status bench(const BenchFlags& fl) {
   rep.has_tg = !tg.empty();
   if (rep.has_pp) rep.pp = stats(pp);
   if (rep.has_tg) rep.tg = stats(tg);
-  rep.gb_tok = model->weight_bytes_per_token() / 1e9;
+  rep.gb_tok_dense = model->weight_bytes_per_token() / 1e9;
+  rep.gb_tok = rep.gb_tok_dense;
+  if (sparse && rep.has_tg) {
+    // The FFN's dense bytes are replaced by what the sparse FFN read per generated token; a
+    // layer whose whole FFN runs on the device (-ngl) reads it densely there.
+    uint64_t ffn_dense = 0, ffn_fixed = 0;
+    const DeviceModel* dm = session.device_model();
+    for (int il = 0; il < model->hparams().n_layer; ++il) {
+      const LlamaLayerWeights& L = model->weights().layers[static_cast<size_t>(il)];
+      const uint64_t b = rows_bytes(L.ffn_gate, L.ffn_gate.ne1) + rows_bytes(L.ffn_up, L.ffn_up.ne1) +
+                         (L.ffn_down.empty() ? rows_bytes(L.ffn_down_t, L.ffn_down_t.ne1)
+                                             : rows_bytes(L.ffn_down, L.ffn_down.ne1));
+      ffn_dense += b;
+      if (dm && dm->layer(il).ffn_dense) ffn_fixed += b;
+    }
+    const double tokens = static_cast<double>(f.n_gen) * static_cast<double>(f.reps);
+    rep.gb_tok = (static_cast<double>(model->weight_bytes_per_token() - ffn_dense + ffn_fixed) +
+                  static_cast<double>(tg_ffn_bytes) / tokens) / 1e9;
+  }
   rep.rss_mib = peak_rss_bytes() / 1048576.0;
   rep.file_mib = model->file_bytes() / 1048576.0;
   rep.kv_mib = session.kv_bytes() / 1048576.0;
@@ -273,10 +304,10 @@ Status bench(const BenchFlags& fl) {
                                  ? double(st.device_computed) / double(st.device_computed + st.computed)
                                  : 0.0;
     if (f.json) {
-      std::printf("{\"device\": {\"name\": \"%s\", \"charged_mib\": %.1f, \"measured_mib\": %.1f, "
+      std::printf(", \"device\": {\"name\": %s, \"charged_mib\": %.1f, \"measured_mib\": %.1f, "
                   "\"budget_mib\": %.1f, \"attn_layers\": %d, \"hot_neurons\": %lld, "
-                  "\"device_neuron_share\": %.4f}}\n",
-                  dev.name().c_str(), dev.charged_bytes() / 1048576.0,
+                  "\"device_neuron_share\": %.4f}",
+                  json_string(dev.name()).c_str(), dev.charged_bytes() / 1048576.0,
                   dev.measured_bytes() / 1048576.0,
                   dev.budget_bytes() == UINT64_MAX ? -1.0 : dev.budget_bytes() / 1048576.0,
                   dm->n_attn_layers(), static_cast<long long>(dm->n_hot_neurons()), dev_share);
@@ -291,7 +322,7 @@ Status bench(const BenchFlags& fl) {
   if (sparse) {  // over every test and repetition above
     const SparseStats& st = session.sparse_stats();
     if (f.json) {
-      std::printf("{\"sparse\": {\"ffn_sparsity\": %.4f, \"computed_share\": %.4f, \"dense_fallbacks\": %llu}}\n",
+      std::printf(", \"sparse\": {\"ffn_sparsity\": %.4f, \"computed_share\": %.4f, \"dense_fallbacks\": %llu}",
                   st.sparsity(), st.neurons ? double(st.computed) / double(st.neurons) : 0.0,
                   static_cast<unsigned long long>(st.dense_batches));
     } else {
@@ -307,9 +338,9 @@ Status bench(const BenchFlags& fl) {
     for (float v : dyn->thresholds()) thr += v;
     thr /= static_cast<double>(std::max<size_t>(1, dyn->thresholds().size()));
     if (f.json) {
-      std::printf("{\"dynamic\": {\"audited_tokens\": %llu, \"recall\": %.5f, \"sparsity\": %.4f, "
+      std::printf(", \"dynamic\": {\"audited_tokens\": %llu, \"recall\": %.5f, \"sparsity\": %.4f, "
                   "\"device_mass_share\": %.4f, \"mean_threshold\": %.6g, \"swaps\": %llu, "
-                  "\"migrated_mib\": %.2f, \"observe_s\": %.4f, \"migrate_s\": %.4f}}\n",
+                  "\"migrated_mib\": %.2f, \"observe_s\": %.4f, \"migrate_s\": %.4f}",
                   static_cast<unsigned long long>(t.audited_tokens), t.recall(), t.sparsity(),
                   t.device_mass_share(), thr, static_cast<unsigned long long>(t.swaps),
                   t.migrated_bytes / 1048576.0, t.observe_seconds, t.migrate_seconds);
@@ -321,6 +352,7 @@ Status bench(const BenchFlags& fl) {
                   static_cast<unsigned long long>(t.swaps), t.observe_seconds, t.migrate_seconds);
     }
   }
+  if (f.json) std::printf("}\n");
   return Status::Ok();
 }
 

@@ -24,4 +24,9 @@ struct TensorView {
   bool empty() const { return data == nullptr; }
 };
 
+// Bytes of n rows of t as stored (what a kernel reads for them); 0 for an absent matrix.
+inline uint64_t rows_bytes(const TensorView& t, int64_t n) {
+  return t.empty() || n <= 0 ? 0 : static_cast<uint64_t>(t.nb1) * static_cast<uint64_t>(n);
+}
+
 }  // namespace hc

@@ -79,6 +79,8 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
 
 namespace {
 
+uint64_t all_bytes(const TensorView& t) { return rows_bytes(t, t.ne1); }
+
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
   else ops::swiglu(g, u, n);
@@ -94,6 +96,7 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_tok = in.n_tok(), n_idx = static_cast<int64_t>(sc.idx.size());
   ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+  sc.stats.bytes += rows_bytes(L.ffn_up, n_idx) + rows_bytes(sparse.down_t(il), n_idx);
   for (int64_t t = 0; t < n_tok; ++t) {
     float* h = sc.gs.data() + t * n_idx;
     apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
@@ -135,8 +138,12 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
   const int64_t n_idx = static_cast<int64_t>(sc.idx.size());
   if (dense_gate && n_idx > sparse.max_union_share() * static_cast<double>(n_cand)) {
     // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
-    if (gate_vals != dense_gate) ops::matmul(L.ffn_gate, in, dense_gate, pool);
+    if (gate_vals != dense_gate) {
+      ops::matmul(L.ffn_gate, in, dense_gate, pool);
+      sc.stats.bytes += all_bytes(L.ffn_gate);
+    }
     ops::matmul(L.ffn_up, in, dense_up, pool);
+    sc.stats.bytes += all_bytes(L.ffn_up) + all_bytes(L.ffn_down.empty() ? L.ffn_down_t : L.ffn_down);
     for (int64_t t = 0; t < n_tok; ++t) {
       float* g = dense_gate + t * n_cand;
       apply_act(hp, g, dense_up + t * n_cand, n_cand);
@@ -163,6 +170,7 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
         sc.gs[t * n_idx + j] = gate_vals[t * n_cand + sc.sel[j]];
   } else {
     ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
+    sc.stats.bytes += rows_bytes(L.ffn_gate, n_idx);
   }
   up_act_down(model, sparse, il, in,
               [&](int64_t t, int64_t j) { return cfire[t * n_cand + sc.sel[j]] != 0; }, out, sc,
@@ -191,8 +199,9 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
   const int64_t n = in.n_tok() * hp.n_ff;
   if (sc.audit_gate.size() < static_cast<size_t>(n)) sc.audit_gate.resize(n);
   if (sc.audit_act.size() < static_cast<size_t>(n)) sc.audit_act.resize(n);
-  ops::matmul(model.weights().layers[static_cast<size_t>(il)].ffn_gate, in, sc.audit_gate.data(),
-              pool);
+  const TensorView& gate = model.weights().layers[static_cast<size_t>(il)].ffn_gate;
+  ops::matmul(gate, in, sc.audit_gate.data(), pool);
+  sc.stats.bytes += all_bytes(gate);
   ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_act.data(), n);
 }
 
@@ -225,6 +234,7 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   // Thresholds: every neuron's gate, then |act(gate)| > threshold (0 for exact ReLU).
   const float tau = sc.threshold(sparse, il);
   ops::matmul(L.ffn_gate, in, gate, pool);
+  sc.stats.bytes += all_bytes(L.ffn_gate);
   if (sc.act.size() < static_cast<size_t>(n_tok * n_ff)) sc.act.resize(n_tok * n_ff);
   ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
   if (observer) observer->on_ffn_activation(il, sc.act.data(), n_tok, n_ff);
@@ -248,6 +258,7 @@ void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
   ops::matmul(L.fc1, in, sc.hid.data(), pool);
   for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
   ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
+  sc.stats.bytes += all_bytes(L.fc1) + all_bytes(L.fc2);
   for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] > thr;
 }
 
@@ -266,6 +277,7 @@ void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
     if (sc.act.size() < static_cast<size_t>(n_tok * n_cand)) sc.act.resize(n_tok * n_cand);
     if (sc.logit.size() < static_cast<size_t>(n_tok * n_cand)) sc.logit.resize(n_tok * n_cand);
     if (n_cand > 0) ops::sparse_rows(L.ffn_gate, in, cand, n_cand, sc.logit.data(), pool);
+    sc.stats.bytes += rows_bytes(L.ffn_gate, n_cand);
     ffn_activation(hp.ffn_act, sc.logit.data(), sc.act.data(), n_tok * n_cand);
     const float tau = sc.threshold(sparse, il);
     for (int64_t i = 0; i < n_tok * n_cand; ++i) cfire[i] = std::fabs(sc.act[i]) > tau;

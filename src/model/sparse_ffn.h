@@ -81,6 +81,11 @@ struct SparseStats {
   // of its held neurons with thresholds; the predicted ones with a predictor). `computed` counts
   // only the host's.
   uint64_t device_computed = 0;
+  // Weight bytes the sparse FFN read (each matrix, or each set of its rows, once per layer call,
+  // whatever the number of tokens): predictors, gate / up / down rows or whole matrices on a
+  // dense fallback, audits included. device_bytes: the second device's hot rows.
+  uint64_t bytes = 0;
+  uint64_t device_bytes = 0;
   double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
 };
 

@@ -121,10 +121,14 @@ TEST(DynamicCli, RunAndBenchTakeTheDynamicFlags) {
   CliResult j = run_hotcold({"bench", "-m", model, "-p", "0", "-n", "64", "-r", "1", "--no-membw",
                              "--sparse", "--dynamic", "--dyn-target", "sparsity:0.8", "--json"});
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  const size_t at = j.out.find("{\"dynamic\"");
-  ASSERT_NE(at, std::string::npos) << j.out;
-  const auto dyn = nlohmann::json::parse(j.out.substr(at, j.out.find('\n', at) - at));
+  // One JSON object (the help says so): the sparse and dynamic sections are its members.
+  const auto dyn = nlohmann::json::parse(j.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(dyn.is_object()) << j.out;
   EXPECT_NEAR(dyn["dynamic"]["sparsity"].get<double>(), 0.8, 0.08);
+  EXPECT_NEAR(dyn["sparse"]["ffn_sparsity"].get<double>(), 0.8, 0.08);
+  // Weight bytes of a sparse run: what the sparse FFN read, fewer than the dense model's.
+  EXPECT_LT(dyn["tg"]["weight_gb_per_token"].get<double>(),
+            dyn["tg"]["weight_gb_per_token_dense"].get<double>());
   CliResult r = run_hotcold({"run", "-m", model, "-p", "Once", "-n", "4", "--sparse", "--migrate"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(has(r.err, "needs hot neurons on a device")) << r.err;

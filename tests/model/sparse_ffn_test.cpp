@@ -91,6 +91,21 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
         EXPECT_EQ(st.neurons, uint64_t(spec.n_layer) * spec.n_ff * kToks.size());
         if (share == 0.0) EXPECT_EQ(st.computed, st.neurons);
         else EXPECT_LT(st.computed, st.neurons);
+        // Weight bytes read: the whole gate on every layer call, then the whole up and down
+        // (fallback) or the fired rows of up and down_t (one row each per fired neuron when
+        // every call has one token).
+        const LlamaLayerWeights& L0 = m->weights().layers[0];
+        const TensorView& down = L0.ffn_down.empty() ? L0.ffn_down_t : L0.ffn_down;
+        const uint64_t calls = uint64_t(spec.n_layer) * (1 + kToks.size() - batch);
+        const uint64_t gate_all = rows_bytes(L0.ffn_gate, L0.ffn_gate.ne1);
+        if (share == 0.0) {
+          EXPECT_EQ(st.bytes, calls * (gate_all + rows_bytes(L0.ffn_up, L0.ffn_up.ne1) +
+                                       rows_bytes(down, down.ne1)));
+        } else if (batch == 1) {
+          EXPECT_EQ(st.bytes, calls * gate_all + st.computed * uint64_t(L0.ffn_up.nb1 +
+                                                                         (*sp)->down_t(0).nb1));
+        }
+        EXPECT_EQ(st.device_bytes, 0u);
       }
     }
   }
