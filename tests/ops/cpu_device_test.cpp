@@ -69,8 +69,9 @@ TEST(CpuDevice, BudgetIsChargedRefusedAndFreed) {
 }
 
 TEST(CpuDevice, QueueRunsInOrderAsynchronouslyAndSyncWaits) {
-  // Copies paced to 0.1 MB/s: each 4 KiB copy takes ~40 ms, far longer than queueing them.
-  auto dev = open(0, 1, /*emulate=*/1, /*link=*/0.0001);
+  // Copies paced to 0.02 MB/s: each 4 KiB copy takes ~200 ms, far longer than queueing them
+  // (microseconds) even on a loaded machine.
+  auto dev = open(0, 1, /*emulate=*/1, /*link=*/0.00002);
   ASSERT_TRUE(dev);
   const int64_t n = 1024;
   auto buf = dev->alloc(n * 4, "buf");
