@@ -17,6 +17,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/device_checks.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/membw.h"
@@ -29,6 +30,7 @@ namespace hc::ops {
 
 namespace {
 
+namespace check = device_checks;
 using Clock = std::chrono::steady_clock;
 
 // One queued operation: the callable is stored in place (a handful of pointers, sizes and
@@ -139,11 +141,18 @@ class CpuDevice final : public Device {
   }
   void free_host(void* p) override { std::free(p); }
   Status upload(void* dst, const void* host_src, uint64_t bytes) override {
+    if (bytes == 0) return Status::Ok();
+    const std::string e = check::nulls({{"destination", dst}, {"source", host_src}});
+    if (!e.empty()) return Status::Error("cpu device: upload: " + e);
     std::memcpy(dst, host_src, bytes);
     return Status::Ok();
   }
+  // Waits for the queue but leaves a failed operation's error to sync(), as the GPU devices do.
   Status download(void* host_dst, const void* src, uint64_t bytes) override {
-    HC_TRY(sync());
+    wait();
+    if (bytes == 0) return Status::Ok();
+    const std::string e = check::nulls({{"destination", host_dst}, {"source", src}});
+    if (!e.empty()) return Status::Error("cpu device: download: " + e);
     std::memcpy(host_dst, src, bytes);
     return Status::Ok();
   }
@@ -178,12 +187,18 @@ class CpuDevice final : public Device {
   }
 
   void copy_to_device(void* dst, const void* host_src, uint64_t bytes) override {
+    if (bytes == 0 ||
+        !ok("copy_to_device", check::nulls({{"destination", dst}, {"source", host_src}})))
+      return;
     enqueue([=, this] {
       std::memcpy(dst, host_src, bytes);
       pace_link(bytes);
     });
   }
   void copy_to_host(void* host_dst, const void* src, uint64_t bytes) override {
+    if (bytes == 0 ||
+        !ok("copy_to_host", check::nulls({{"destination", host_dst}, {"source", src}})))
+      return;
     enqueue([=, this] {
       std::memcpy(host_dst, src, bytes);
       pace_link(bytes);
@@ -191,8 +206,9 @@ class CpuDevice final : public Device {
   }
   void update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
                    const int32_t* slots, int64_t n) override {
+    if (n <= 0 || !ok("update_rows", check::update_rows(w, host, src_rows, slots, n))) return;
     Device::update_rows(w, host, src_rows, slots, n);  // the rows, in ggml's layout
-    if (!w.packed || n == 0) return;
+    if (!w.packed) return;
     // The decode layout's groups holding a changed row, each rebuilt once (after the copies).
     std::vector<int64_t> groups(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) groups[j] = slots[j] / kRepackRows;
@@ -203,11 +219,16 @@ class CpuDevice final : public Device {
   }
   void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
                float eps) override {
+    if (n_tok <= 0 || n <= 0 || !ok("rmsnorm", check::nulls({{"out", out}, {"x", x}, {"w", w}})))
+      return;
     enqueue([=] {
       for (int64_t t = 0; t < n_tok; ++t) ops::rmsnorm(out + t * n, x + t * n, w, n, eps);
     });
   }
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
+    if (!ok("matmul", check::weight("weight", w, -1)) || n_tok <= 0 || w.ne1 == 0 ||
+        !ok("matmul", check::nulls({{"x", x}, {"y", y}})))
+      return;
     enqueue([=, this] {
       const auto t0 = Clock::now();
       ops::matmul(w, x, n_tok, y, pool_, in_);
@@ -216,6 +237,9 @@ class CpuDevice final : public Device {
   }
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
             float theta_scale, float freq_scale, const float* freq_factors) override {
+    if (!ok("rope", check::rope(n_rot, head_dim, pos0)) || n_tok <= 0 || n_head <= 0 ||
+        !ok("rope", check::nulls({{"x", x}})))
+      return;
     enqueue([=, this] {
       cs_.resize(static_cast<size_t>(n_rot));
       for (int64_t t = 0; t < n_tok; ++t) {
@@ -228,6 +252,10 @@ class CpuDevice final : public Device {
   }
   void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
                 int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) override {
+    if (!ok("kv_store", check::kv_store(n_tok, pos0, kv_dim, n_ctx)) || n_tok == 0 || kv_dim == 0 ||
+        !ok("kv_store",
+            check::nulls({{"k", k}, {"v", v}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}})))
+      return;
     enqueue([=, this] {
       v16_.resize(static_cast<size_t>(kv_dim));
       for (int64_t t = 0; t < n_tok; ++t) {
@@ -240,19 +268,28 @@ class CpuDevice final : public Device {
   }
   void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override {
+    if (!ok("attention", check::attention(shape, pos0, n_tok)) || n_tok <= 0 || shape.n_head <= 0 ||
+        !ok("attention",
+            check::nulls({{"q", q}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}, {"out", out}})))
+      return;
     enqueue([=, this] { attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out); });
   }
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override {
+    if (n_tok <= 0 || n <= 0 || !ok("glu", check::nulls({{"gate", gate}, {"up", up}}))) return;
     enqueue([=] {
       for (int64_t t = 0; t < n_tok; ++t) glu_row(gate + t * n, up + t * n, n, kind);
     });
   }
   void add(float* y, const float* x, int64_t n) override {
+    if (n <= 0 || !ok("add", check::nulls({{"y", y}, {"x", x}}))) return;
     enqueue([=] { ops::add_inplace(y, x, n); });
   }
   void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
                      const float* x, int64_t n_tok, float threshold, GluKind kind,
                      float* out) override {
+    if (!ok("ffn_threshold", check::ffn(gate, up, down_t)) || n_tok <= 0 ||
+        !ok("ffn_threshold", check::nulls({{"x", x}, {"out", out}})))
+      return;
     enqueue([=, this] {
       const auto t0 = Clock::now();
       ffn_threshold_now(gate, up, down_t, x, n_tok, threshold, kind, out);
@@ -262,8 +299,15 @@ class CpuDevice final : public Device {
   void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
                 const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
                 const uint8_t* fire, GluKind kind, float* out) override {
+    if (!ok("ffn_rows", check::ffn(gate, up, down_t)) ||
+        !ok("ffn_rows", check::negatives({{"n_idx", n_idx}})) || n_tok <= 0 ||
+        !ok("ffn_rows", check::nulls({{"x", x}, {"out", out}})) ||
+        (n_idx > 0 && !ok("ffn_rows", check::nulls({{"idx", idx}, {"fire", fire}}))))
+      return;
     enqueue([=, this] {
       const auto t0 = Clock::now();
+      // idx is device memory a copy queued just before may have written: checked now.
+      if (!ok("ffn_rows", check::ffn_indices(idx, n_idx, gate.ne1))) return;
       rows_now(gate, up, down_t, x, n_tok, idx, n_idx, fire, kind, out);
       pace(n_idx * (row_bytes(gate.type, gate.ne0) + row_bytes(up.type, up.ne0) +
                     row_bytes(down_t.type, down_t.ne0)),
@@ -271,13 +315,33 @@ class CpuDevice final : public Device {
     });
   }
 
+  // Waits for the queue, then reports (and clears) the first operation that failed since the
+  // last sync(): operations with bad arguments were never queued (see ok()).
   Status sync() override {
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return count_ == 0 && !busy_; });
-    return Status::Ok();
+    wait();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (first_error_.empty()) return Status::Ok();
+    Status st = Status::Error("cpu device: " + first_error_);
+    first_error_.clear();
+    return st;
   }
 
  private:
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    done_cv_.wait(lk, [this] { return count_ == 0 && !busy_; });
+  }
+
+  // True when `error` (an argument check's result) is empty; else records "op: error" as the
+  // first error for sync(), unless one is already waiting, and the caller skips the operation.
+  // Called by the queueing thread and, for checks of device memory, by the worker.
+  bool ok(const char* op, const std::string& error) {
+    if (error.empty()) return true;
+    std::lock_guard<std::mutex> lk(mu_);
+    if (first_error_.empty()) first_error_ = std::string(op) + ": " + error;
+    return false;
+  }
+
   static double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
   }
@@ -461,6 +525,7 @@ class CpuDevice final : public Device {
   std::vector<QueuedOp> ring_;
   size_t head_ = 0, count_ = 0;
   bool busy_ = false, stop_ = false;
+  std::string first_error_;  // the first failed operation since the last sync()
   std::thread worker_;  // last: starts after everything above is built
 };
 

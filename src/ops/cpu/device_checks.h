@@ -1,0 +1,45 @@
+// Argument checks of the CPU device's queued operations (cpu_device.cpp). The host's kernels
+// trust their arguments (HC_CHECK aborts, or they read and write out of bounds); a device must
+// instead skip an operation it cannot run and report it from sync() (ops/device.h). These are
+// the checks the CUDA and Vulkan devices make before launching (ops/cuda/cuda_ops.cu,
+// ops/vulkan/vk_device.cpp), with the same messages, plus what only the CPU kernels need (no
+// null pointers, no negative sizes: a GPU reports those from the device, a CPU would crash).
+//
+// Each returns "" when the arguments are usable, else what is wrong; the device prefixes the
+// operation's name ("matmul: weight (Q5_0 [4, 64]): weight type Q5_0 is not supported ...").
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+
+#include "core/tensor_view.h"
+#include "ops/cpu/attention.h"
+
+namespace hc::ops::device_checks {
+
+// The longest head attention_one takes (its on-stack fp16 copy of one head of q).
+inline constexpr int kMaxHeadDim = 512;
+
+// A weight matrix the kernels can read: a supported type, rows of whole blocks with `ne0`
+// inputs each (-1: any), data present, rows not overlapping and aligned as quant.h needs
+// (2 bytes; 4 for F32). `name` names the matrix in the message, with its type and shape.
+std::string weight(const char* name, const TensorView& w, int64_t ne0);
+// The FFN operators' matrices: each a readable weight with gate's row length, all holding the
+// same neurons.
+std::string ffn(const TensorView& gate, const TensorView& up, const TensorView& down_t);
+// ffn_rows' local neuron indices, read when the operation runs (they are device memory a
+// queued copy may still write): every idx[j] in [0, n_rows).
+std::string ffn_indices(const int32_t* idx, int64_t n_idx, int64_t n_rows);
+std::string rope(int n_rot, int head_dim, int pos0);
+std::string kv_store(int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx);
+std::string attention(const AttentionShape& shape, int pos0, int64_t n_tok);
+// Row migration: same type and row length, every slot and source row in range.
+std::string update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
+                        const int32_t* slots, int64_t n);
+// "x is null" for the first named pointer that is null, else "".
+std::string nulls(std::initializer_list<std::pair<const char*, const void*>> ptrs);
+// "n_tok -3 must be >= 0" for the first named size that is negative, else "".
+std::string negatives(std::initializer_list<std::pair<const char*, int64_t>> sizes);
+
+}  // namespace hc::ops::device_checks
