@@ -50,7 +50,7 @@ run_asan() {
   # No -DHC_WERROR: sanitizer instrumentation makes gcc emit warnings the normal build has not.
   # Benchmarks are not tests; tools/synth is (the app tests run hc-synth-model).
   mkdir -p "$ASAN_DIR"
-  cmake -S "$ROOT" -B "$ASAN_DIR" -G Ninja -DHC_SANITIZE=ON -DHC_BENCH=OFF -DHC_CUDA=OFF -DHC_PYTHON="$PY" \
+  cmake -S "$ROOT" -B "$ASAN_DIR" -G Ninja -DHC_SANITIZE=ON -DHC_BENCH=OFF -DHC_CUDA=OFF -DHC_VULKAN=OFF -DHC_PYTHON="$PY" \
     > "$ASAN_DIR/configure.log" 2>&1 || { cat "$ASAN_DIR/configure.log"; return 1; }
   cmake --build "$ASAN_DIR" -j "$JOBS" || return 1
   log "  built in $(elapsed "$t")"
@@ -77,7 +77,7 @@ run_fuzz() {
   command -v clang++ >/dev/null || { log "clang++ not found (scripts/setup.sh installs clang)"; return 1; }
   log "==> libFuzzer build in $FUZZ_DIR (clang++, target gguf_fuzz)"
   mkdir -p "$FUZZ_DIR"
-  cmake -S "$ROOT" -B "$FUZZ_DIR" -G Ninja -DHC_FUZZ=ON -DHC_BUILD_TESTS=OFF -DHC_BENCH=OFF -DHC_CUDA=OFF \
+  cmake -S "$ROOT" -B "$FUZZ_DIR" -G Ninja -DHC_FUZZ=ON -DHC_BUILD_TESTS=OFF -DHC_BENCH=OFF -DHC_CUDA=OFF -DHC_VULKAN=OFF \
     -DCMAKE_CXX_COMPILER=clang++ > "$FUZZ_DIR/configure.log" 2>&1 \
     || { cat "$FUZZ_DIR/configure.log"; return 1; }
   cmake --build "$FUZZ_DIR" -j "$JOBS" --target gguf_fuzz || return 1

@@ -47,9 +47,13 @@ MODELS="$CACHE/models"
 # clang + libclang-rt-14-dev: the libFuzzer target (tests/fuzz).
 # zlib1g-dev: hc_eval reads HumanEval.jsonl.gz; python3 (/usr/bin): the eval sandbox runs generated
 # code with it.
+# glslc + libvulkan-dev: the Vulkan backend (shaders compiled at build time, headers; the loader
+# libvulkan1 comes with it); mesa-vulkan-drivers: lavapipe, the CPU Vulkan driver the `vulkan`
+# tests run on when there is no GPU.
 APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
               python3-torch libopenblas0-openmp libcpp-httplib-dev nlohmann-json3-dev chromium
-              clang libclang-rt-14-dev libglpk-dev zlib1g-dev python3)
+              clang libclang-rt-14-dev libglpk-dev zlib1g-dev python3
+              glslc libvulkan-dev mesa-vulkan-drivers)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 # openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
@@ -218,7 +222,11 @@ elif [[ "${HC_REQUIRE_CUDA:-0}" == 1 ]]; then
 else
   log "  no nvcc: building without the CUDA backend"
 fi
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY" "${CUDA_ARGS[@]}"
+# The Vulkan backend: built whenever glslc and the headers exist (installed above);
+# HC_REQUIRE_VULKAN=1 (set by CI) makes it a configure error when they do not.
+VULKAN_ARGS=()
+if [[ "${HC_REQUIRE_VULKAN:-0}" == 1 ]]; then VULKAN_ARGS=(-DHC_VULKAN=ON); fi
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY" "${CUDA_ARGS[@]}" "${VULKAN_ARGS[@]}"
 cmake --build "$BUILD_DIR" -j "$JOBS"
 HOTCOLD="$BUILD_DIR/hotcold"
 [[ -x "$HOTCOLD" ]] || die "build finished but $HOTCOLD is missing"

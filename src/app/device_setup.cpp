@@ -19,8 +19,10 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
             "offload the last N layers wholly to the device (llama.cpp's meaning; N > layers "
             "also offloads the output layer)");
   p.add_string("--device", &f->device,
-               "second device: auto (CUDA when a GPU is visible, else the CPU device), cuda, or "
-               "cpu (a device on its own CPU threads: the stand-in used without a GPU)");
+               "second device: auto (a CUDA GPU, else a Vulkan GPU, else the CPU device), cuda, "
+               "vulkan[:N] (device N of hotcold --version's list; a CPU implementation such as "
+               "lavapipe only when named), or cpu (a device on its own CPU threads: the "
+               "stand-in used without a GPU)");
   p.add_float("--vram-budget", &f->vram_budget_gib,
               "device memory budget in GiB; with a sparse FFN and --stats (or --plan), hot "
               "neurons and attention are placed by the planner (cached); dense: as many layers "
@@ -122,14 +124,32 @@ Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f
     o.kind = ops::DeviceKind::kCuda;
   } else if (f.device == "cpu") {
     o.kind = ops::DeviceKind::kCpu;
+  } else if (f.device == "vulkan" || f.device.rfind("vulkan:", 0) == 0) {
+    o.kind = ops::DeviceKind::kVulkan;
+    if (f.device.size() > 7) {
+      const std::string n = f.device.substr(7);
+      char* end = nullptr;
+      const long v = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || v < 0 || v > 1000)
+        return Status::Error("--device: expected vulkan:N with N a device index (hotcold "
+                             "--version lists them), found '" + f.device + "'");
+      o.vulkan_index = static_cast<int>(v);
+    }
   } else if (f.device == "auto") {
-    o.kind = ops::cuda_device_count() > 0 ? ops::DeviceKind::kCuda : ops::DeviceKind::kCpu;
-    if (o.kind == ops::DeviceKind::kCpu)
-      HC_LOG_WARN("no CUDA device%s: the offloaded work runs on the CPU device (its own %d "
-                  "thread(s))",
+    if (ops::cuda_device_count() > 0) {
+      o.kind = ops::DeviceKind::kCuda;
+    } else if (const int vk = ops::vulkan_gpu_index(); vk >= 0) {
+      o.kind = ops::DeviceKind::kVulkan;
+      o.vulkan_index = vk;
+    } else {
+      o.kind = ops::DeviceKind::kCpu;
+      HC_LOG_WARN("no CUDA device%s and no Vulkan GPU: the offloaded work runs on the CPU device "
+                  "(its own %d thread(s))",
                   ops::cuda_compiled() ? " visible" : " (built without CUDA)", f.device_threads);
+    }
   } else {
-    return Status::Error("--device: expected auto, cuda or cpu, found '" + f.device + "'");
+    return Status::Error("--device: expected auto, cuda, vulkan[:N] or cpu, found '" + f.device +
+                         "'");
   }
   HC_ASSIGN_OR_RETURN(std::unique_ptr<ops::Device> dev, ops::open_device(o));
   return std::shared_ptr<ops::Device>(std::move(dev));

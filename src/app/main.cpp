@@ -74,9 +74,14 @@ int dispatch(const std::vector<std::string>& argv) {
   if (cmd == "--version" || cmd == "version") {
     std::printf("hotcold %s\n", kVersion);
     // Scripts (and CI) check this line: a CUDA build that silently lost its backend shows.
-    std::printf("backends: cpu%s (%d CUDA device%s visible)\n",
-                hc::ops::cuda_compiled() ? ", cuda" : "", hc::ops::cuda_device_count(),
+    std::printf("backends: cpu%s%s (%d CUDA device%s visible)\n",
+                hc::ops::cuda_compiled() ? ", cuda" : "",
+                hc::ops::vulkan_compiled() ? ", vulkan" : "", hc::ops::cuda_device_count(),
                 hc::ops::cuda_device_count() == 1 ? "" : "s");
+    if (hc::ops::vulkan_compiled()) {
+      std::printf("vulkan devices (--device vulkan:N):\n");
+      for (const std::string& line : hc::ops::vulkan_device_lines()) std::printf("  %s\n", line.c_str());
+    }
     return 0;
   }
   std::vector<std::string> rest(argv.begin() + 1, argv.end());

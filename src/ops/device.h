@@ -1,6 +1,8 @@
-// A second compute device next to the host CPU: a CUDA GPU (ops/cuda) or a CPU device running on
-// its own threads with its own memory budget (ops/cpu/cpu_device.h), so that the hybrid executor,
-// the placement planner and the merge logic run and are tested on machines without a GPU.
+// A second compute device next to the host CPU: a CUDA GPU (ops/cuda), a Vulkan device (ops/vulkan:
+// any Vulkan 1.2 GPU, or Mesa's lavapipe on the CPU, which is how CI runs the GPU code path) or a
+// CPU device running on its own threads with its own memory budget (ops/cpu/cpu_device.h), so
+// that the hybrid executor, the placement planner and the merge logic run and are tested on
+// machines without a GPU.
 //
 // Memory: every byte a device holds is charged against its budget: weights, KV cache, scratch,
 // and its fixed overhead (CUDA context, cuBLAS workspace) charged at open. An allocation that
@@ -9,22 +11,33 @@
 //
 // Work: operations are queued in order on the device's one queue and run asynchronously to the
 // host thread that queued them; sync() waits until everything queued so far has run. The host
-// overlaps its own work between queueing and sync(). Only host buffers from alloc_host (pinned
-// for CUDA) may be the host side of copy_to_device / copy_to_host, and they, like every device
-// pointer an operation reads or writes, must stay valid and unchanged until the next sync().
+// overlaps its own work between queueing and sync(). The host side of copy_to_device /
+// copy_to_host may be any host memory; buffers from alloc_host (pinned for CUDA, mapped for
+// Vulkan) are the fast path, copied directly, while other memory is staged (CUDA: as cudaMemcpyAsync
+// does for pageable memory; Vulkan: copied into a staging buffer when queued, and read back at
+// sync()). Host buffers, like every device pointer an operation reads or writes, must stay
+// valid and unchanged until the next sync().
 //
 // Pointers passed to operations are device memory (from alloc) unless named host_*; a TensorView
 // argument describes a weight matrix stored in device memory in ggml's block layout (its
 // `packed` member is ignored). Shapes follow ops/cpu: x [n_tok, ne0] row-major fp32, etc.
 //
 // Arithmetic: the CPU device runs the host's own kernels (ops/cpu) on its own thread pool, so its
-// results equal the host's bit for bit. The CUDA device computes in fp32 with the same
-// quantisation of weights (activations are not quantised); its tests bound the difference from
-// the CPU reference by tolerances derived from the weight type.
+// results equal the host's bit for bit. The Vulkan device quantises matmul activations to the
+// weight's vec_dot_type exactly as the host does (the same bytes) and takes the same per-block
+// integer dot products times scales, the same dequantised weights and the same fp16 roundings
+// (KV cache, q, softmax weights); it differs from the host only in fp32 summation order, fma
+// fusion and ~1-ulp exp and sincos: about 1e-7 relative per operation. A last-bit difference can
+// still move one level of a later 8-bit activation quantisation, so on quantisation-sensitive
+// models (SmolLM2) logits can differ by up to ~1, and greedy tokens differ where the host's top
+// two logits are that close. The CUDA device computes in fp32 with the same quantisation of
+// weights (activations are not quantised); its tests bound the difference from the CPU
+// reference by tolerances derived from the weight type.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -33,7 +46,7 @@
 
 namespace hc::ops {
 
-enum class DeviceKind { kCpu, kCuda };
+enum class DeviceKind { kCpu, kCuda, kVulkan };
 
 // What the placement planner needs to know about a device (measured at open for CUDA;
 // configured for the CPU device).
@@ -193,6 +206,7 @@ struct DeviceOptions {
   double link_gbps = 16;           // modelled copy bandwidth
   double emulate_gbps = 0;         // > 0: pace weight-streaming ops to this bandwidth (sleep)
   int cuda_ordinal = 0;            // CUDA only
+  int vulkan_index = -1;           // Vulkan only: device N of the loader's list; -1 the first GPU
 };
 
 // Opens a device; a CUDA device in a build without CUDA (or on a machine without a GPU) is an
@@ -202,5 +216,13 @@ Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opt);
 bool cuda_compiled();
 // Number of CUDA devices visible (0 without CUDA or driver).
 int cuda_device_count();
+// True when this build has the Vulkan backend compiled in (HC_VULKAN).
+bool vulkan_compiled();
+// The devices the Vulkan loader sees, one line each: "N: NAME [gpu|cpu|..., Vulkan X.Y.Z]" plus
+// ", unusable: lacks ..." where a needed feature is missing; or one line saying why there are
+// none (no loader, no backend). For hotcold --version and errors.
+std::vector<std::string> vulkan_device_lines();
+// Index of the first usable GPU-type Vulkan device (what --device auto picks after CUDA), or -1.
+int vulkan_gpu_index();
 
 }  // namespace hc::ops

@@ -21,11 +21,16 @@ const std::string kText = "../shared/data/tinystories/tinystories_val_head.txt";
 TEST(DeviceCli, VersionNamesTheCompiledBackends) {
   CliResult r = run_hotcold({"--version"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want = "backends: cpu";
 #ifdef HC_CUDA_BUILT
-  EXPECT_TRUE(has(r.out, "backends: cpu, cuda")) << r.out;
-#else
-  EXPECT_TRUE(has(r.out, "backends: cpu (")) << r.out;
+  want += ", cuda";
 #endif
+#ifdef HC_VULKAN_BUILT
+  want += ", vulkan";
+  // The devices the loader sees (lavapipe on CI), or why there are none.
+  EXPECT_TRUE(has(r.out, "vulkan devices (--device vulkan:N):\n  ")) << r.out;
+#endif
+  EXPECT_TRUE(has(r.out, want + " (")) << r.out;
 }
 
 TEST(DeviceCli, DenseOffloadOnTheCpuDeviceGivesTheHostTokens) {
@@ -106,7 +111,7 @@ TEST(DeviceCli, BadDeviceFlagsAreClearErrors) {
   EXPECT_TRUE(has(r.err, "-ngl: expected a non-negative layer count, found -1")) << r.err;
   r = run({"-ngl", "1", "--device", "tpu"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.err, "--device: expected auto, cuda or cpu, found 'tpu'")) << r.err;
+  EXPECT_TRUE(has(r.err, "--device: expected auto, cuda, vulkan[:N] or cpu, found 'tpu'")) << r.err;
   r = run({"--plan", "nope.gguf"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.err, "--plan places hot neurons of the sparse FFN")) << r.err;

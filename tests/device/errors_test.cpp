@@ -1,0 +1,176 @@
+// Argument errors of queued operations (ops/device.h): an operation a device cannot run (an
+// unsupported weight type, an attention shape it does not handle, KV positions past the cache,
+// FFN matrices that disagree, a RoPE past the head, a malformed weight) is skipped, writes
+// nothing, and is reported by the next sync(), naming the operation (the first such error since
+// the last sync(); later ones are dropped); the error is reported once and the device keeps
+// working. Every device kind runs these.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "device_test_util.h"
+
+namespace hc::device_test {
+namespace {
+
+class DeviceErrors : public DeviceTest {
+ protected:
+  // The next sync() fails naming every word of `names`; the one after succeeds, and the device
+  // still computes.
+  void expect_reported(const std::vector<std::string>& names) {
+    const Status st = dev->sync();
+    ASSERT_FALSE(st.ok()) << "no error reported for " << names[0];
+    for (const std::string& n : names)
+      EXPECT_NE(st.message().find(n), std::string::npos) << "'" << n << "' in: " << st.message();
+    EXPECT_TRUE(dev->sync().ok());  // reported once
+    const std::vector<float> a = {1.5f, -2.0f, 3.25f}, b = {0.5f, 4.0f, -1.25f};
+    auto da = to_device(dev, a);
+    auto db = to_device(dev, b);
+    dev->add(da->as<float>(), db->as<float>(), 3);
+    sync();
+    EXPECT_EQ(from_device<float>(dev, da->as<void>(), 3), (std::vector<float>{2.0f, 2.0f, 2.0f}));
+  }
+};
+
+TEST_F(DeviceErrors, UnsupportedWeightTypeIsReportedBySyncAndWritesNothing) {
+  const int64_t rows = 4, cols = 64, n_tok = 2;
+  const std::vector<uint8_t> bytes(static_cast<size_t>(row_bytes(GgmlType::Q5_0, cols) * rows));
+  auto dw = to_device(dev, bytes);
+  const auto x = randn(static_cast<size_t>(n_tok * cols), 5);
+  auto dx = to_device(dev, x);
+  const std::vector<float> sentinel(static_cast<size_t>(n_tok * cols), 42.0f);
+  auto dy = to_device(dev, sentinel);
+  const TensorView w = TensorView::make(GgmlType::Q5_0, dw->as<void>(), cols, rows);
+  dev->matmul(w, dx->as<float>(), n_tok, dy->as<float>());
+  expect_reported({"matmul", "Q5_0"});
+  EXPECT_EQ(from_device<float>(dev, dy->as<void>(), sentinel.size()), sentinel);
+
+  // The FFN operators likewise (all three matrices of the unsupported type).
+  const std::vector<int32_t> idx = {0, 2};
+  const std::vector<uint8_t> fire(static_cast<size_t>(n_tok * 2), 1);
+  auto didx = to_device(dev, idx);
+  auto dfire = to_device(dev, fire);
+  dev->ffn_rows(w, w, w, dx->as<float>(), n_tok, didx->as<int32_t>(), 2, dfire->as<uint8_t>(),
+                ops::GluKind::kSilu, dy->as<float>());
+  expect_reported({"ffn_rows", "Q5_0"});
+  dev->ffn_threshold(w, w, w, dx->as<float>(), n_tok, 0.0f, ops::GluKind::kRelu,
+                     dy->as<float>());
+  expect_reported({"ffn_threshold", "Q5_0"});
+  EXPECT_EQ(from_device<float>(dev, dy->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, AttentionRejectsUnsupportedShapes) {
+  const ops::AttentionShape sh{6, 4, 64, 256, 16};  // 6 heads cannot share 4 KV heads
+  DeviceBuffer buf(dev, 1 << 20);
+  const std::vector<float> sentinel(6 * 64, 42.0f);
+  auto out = to_device(dev, sentinel);
+  dev->attention(buf.as<float>(), buf.as<fp16_t>(), buf.as<fp16_t>(), 0, 1, sh, 1.0f,
+                 out->as<float>());
+  expect_reported({"attention"});
+  EXPECT_EQ(from_device<float>(dev, out->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, KvStorePastTheCacheIsReportedBySyncAndWritesNothing) {
+  const int n_ctx = 50;
+  const int64_t kv_dim = 96, n_tok = 7;
+  const auto k = randn(static_cast<size_t>(n_tok * kv_dim), 31);
+  auto dk = to_device(dev, k);
+  const std::vector<fp16_t> sentinel(static_cast<size_t>(n_ctx * kv_dim), 0x7e00);
+  auto kc = to_device(dev, sentinel);
+  auto vc = to_device(dev, sentinel);
+  dev->kv_store(dk->as<float>(), dk->as<float>(), n_tok, n_ctx - 3, kv_dim, n_ctx,
+                kc->as<fp16_t>(), vc->as<fp16_t>());
+  expect_reported({"kv_store"});
+  EXPECT_EQ(from_device<fp16_t>(dev, kc->as<void>(), sentinel.size()), sentinel);
+  EXPECT_EQ(from_device<fp16_t>(dev, vc->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, MismatchedFfnMatricesAreReportedBySync) {
+  const Matrix gate = make_matrix(dev, GgmlType::Q8_0, 8, 256, 3000);
+  const Matrix up = make_matrix(dev, GgmlType::Q8_0, 9, 256, 3001);  // one neuron too many
+  const Matrix down_t = make_matrix(dev, GgmlType::Q8_0, 8, 256, 3002);
+  const Matrix short_up = make_matrix(dev, GgmlType::Q8_0, 8, 224, 3003);  // rows too short
+  const auto x = randn(256, 3004);
+  auto dx = to_device(dev, x);
+  const std::vector<float> sentinel(256, 42.0f);
+  auto out = to_device(dev, sentinel);
+  dev->ffn_threshold(gate.view(), up.view(), down_t.view(), dx->as<float>(), 1, 0.0f,
+                     ops::GluKind::kRelu, out->as<float>());
+  expect_reported({"ffn_threshold"});
+  const std::vector<int32_t> idx = {1, 4};
+  const std::vector<uint8_t> fire = {1, 1};
+  auto didx = to_device(dev, idx);
+  auto dfire = to_device(dev, fire);
+  dev->ffn_rows(gate.view(), short_up.view(), down_t.view(), dx->as<float>(), 1,
+                didx->as<int32_t>(), 2, dfire->as<uint8_t>(), ops::GluKind::kSilu,
+                out->as<float>());
+  expect_reported({"ffn_rows"});
+  EXPECT_EQ(from_device<float>(dev, out->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, RopeOutsideTheHeadOrBeforePositionZeroIsReportedBySync) {
+  const int n_head = 2, head_dim = 64;
+  const auto x = randn(static_cast<size_t>(n_head * head_dim), 41);
+  auto dx = to_device(dev, x);
+  dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim + 2, 0, 0.5f, 1.0f, nullptr);
+  expect_reported({"rope", "n_rot"});
+  dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim, -1, 0.5f, 1.0f, nullptr);
+  expect_reported({"rope", "pos0"});
+  EXPECT_EQ(from_device<float>(dev, dx->as<void>(), x.size()), x);
+}
+
+TEST_F(DeviceErrors, MalformedWeightsAreReportedBySync) {
+  const int64_t rows = 4, cols = 64;
+  const Matrix m = make_matrix(dev, GgmlType::Q8_0, rows, cols, 4000);
+  const auto x = randn(static_cast<size_t>(cols), 4001);
+  auto dx = to_device(dev, x);
+  const std::vector<float> sentinel(static_cast<size_t>(cols), 42.0f);
+  auto dy = to_device(dev, sentinel);
+  TensorView w = m.view();
+  w.data = nullptr;
+  dev->matmul(w, dx->as<float>(), 1, dy->as<float>());
+  expect_reported({"matmul", "Q8_0", "no data"});
+  w = m.view();
+  w.ne0 = 48;  // not whole blocks of 32
+  dev->matmul(w, dx->as<float>(), 1, dy->as<float>());
+  expect_reported({"matmul", "Q8_0", "whole blocks of 32"});
+  w = m.view();
+  w.nb1 = row_bytes(GgmlType::Q8_0, cols) - 2;  // rows overlap
+  dev->matmul(w, dx->as<float>(), 1, dy->as<float>());
+  expect_reported({"matmul", "overlap"});
+  // An FFN matrix with rows of the wrong length.
+  const Matrix gate = make_matrix(dev, GgmlType::Q8_0, 8, cols, 4002);
+  const Matrix short_down = make_matrix(dev, GgmlType::Q8_0, 8, cols - 32, 4003);
+  dev->ffn_threshold(gate.view(), gate.view(), short_down.view(), dx->as<float>(), 1, 0.0f,
+                     ops::GluKind::kRelu, dy->as<float>());
+  expect_reported({"ffn_threshold", "down_t", "64 inputs per row"});
+  EXPECT_EQ(from_device<float>(dev, dy->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, SyncReportsTheFirstErrorSinceTheLastSync) {
+  const int n_ctx = 16;
+  const int64_t kv_dim = 32;
+  const auto k = randn(static_cast<size_t>(kv_dim), 51);
+  auto dk = to_device(dev, k);
+  const std::vector<fp16_t> sentinel(static_cast<size_t>(n_ctx * kv_dim), 0x7e00);
+  auto kc = to_device(dev, sentinel);
+  auto vc = to_device(dev, sentinel);
+  dev->kv_store(dk->as<float>(), dk->as<float>(), 1, -1, kv_dim, n_ctx, kc->as<fp16_t>(),
+                vc->as<fp16_t>());
+  const ops::AttentionShape sh{6, 4, 8, kv_dim, n_ctx};
+  std::vector<float> out(48, 42.0f);
+  auto dout = to_device(dev, out);
+  dev->attention(dk->as<float>(), kc->as<fp16_t>(), vc->as<fp16_t>(), 0, 1, sh, 1.0f,
+                 dout->as<float>());
+  const Status st = dev->sync();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("kv_store"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("attention"), std::string::npos) << st.message();
+  EXPECT_TRUE(dev->sync().ok());
+  EXPECT_EQ(from_device<fp16_t>(dev, kc->as<void>(), sentinel.size()), sentinel);
+  EXPECT_EQ(from_device<float>(dev, dout->as<void>(), out.size()), out);
+}
+
+}  // namespace
+}  // namespace hc::device_test
