@@ -1,0 +1,279 @@
+#!/usr/bin/env bash
+# The GPU check in one command, for a session lent a GPU (issue 20; docs/BENCHMARKS.md "GPU
+# check"). Two steps, because the GPU machine reaches no network:
+#
+#   bench/gpu_check.sh prepare [DIR]   here, with the package registries: writes DIR (default
+#                                      .gpucheck, git-ignored): the Debian packages the build needs
+#                                      that the GPU image lacks (.deb, unpacked there with dpkg -x)
+#                                      and the llama.cpp source the reference package vendors
+#                                      (llama-cpp-python 0.3.36), trimmed to what llama-bench needs.
+#   bench/gpu_check.sh run [options]   there (the device tool: carry .gpucheck; output under $OUT):
+#     --carry DIR      what prepare wrote (default .gpucheck; absent = use what is installed)
+#     --devices LIST   comma-separated among cuda, vulkan, cpu (default: those that open here)
+#     --out DIR        where the report goes (default $OUT, else gpu-check-out)
+#     --layers N       layers of the 7B-shaped model (default 8; real shape otherwise)
+#     --type T         its weight type (default q4_0)
+#     --tokens N       generated tokens per bench repetition (default 64), --reps N (default 3)
+#     --quick          a tiny model and short runs: checks the script itself (no GPU needed)
+#     --no-tests       skip the ctest step; --no-llama: skip the llama.cpp baseline
+#     --build DIR      hotcold's build directory (default build-gpu; an existing one is reused
+#                      as configured)
+#
+# What `run` does, each step timed, everything logged to OUT/gpu_check.log:
+#   1. builds hotcold (Release; CUDA when nvcc exists, Vulkan when glslc and the headers do) and
+#      llama.cpp's llama-bench (CUDA when nvcc exists) in build-gpu/ and build-llama/;
+#   2. runs the `gpu`, `vulkan` and `device` test labels (the device contract on every kind);
+#   3. writes a 7B-shaped ReLU model (tools/synth) and its activation profile (the repo's docs as
+#      corpus: the synthetic vocabulary tokenizes any text);
+#   4. for each device and VRAM budget of 10/25/50/100% of the model file: hotcold's hot/cold
+#      split (--sparse --stats --vram-budget: the planner places hot neurons and attention),
+#      hotcold's dense layer offload under the same budget, and llama.cpp's partial offload
+#      (llama-bench -ngl = the layers hotcold's dense offload fitted), plus host-only baselines;
+#      decode tokens/s, the planner's prediction against the measurement, device bytes charged;
+#   5. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
+# Random ReLU weights fire about half their neurons uniformly: no power law, so the hot/cold
+# advantage measured here is a lower bound of what a real ReLU model (ReluLLaMA) gets; the
+# planner's accuracy and the device path's correctness and overheads are what this checks.
+# Exit status: 0 report written (test failures are in it); 1 a build or setup step failed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+LLAMA_VERSION=0.3.36
+
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+
+# ---- prepare ---------------------------------------------------------------------------------
+prepare() {
+  local dir="${1:-.gpucheck}"
+  mkdir -p "$dir/deb"
+  grep -qx "/$(basename "$dir")/" .git/info/exclude 2>/dev/null || echo "/$(basename "$dir")/" >> .git/info/exclude
+  # Build dependencies a CUDA image does not have (Debian's; their shared libraries are the
+  # few the binary and the tests load). apt-get download takes no dependencies: listed here.
+  local pkgs=(libgtest-dev libgmock-dev googletest libglpk-dev libglpk40 libamd2 libcolamd2
+              libsuitesparseconfig5 libltdl7 libgmp10 nlohmann-json3-dev libcpp-httplib-dev
+              libcpp-httplib0.11 libbrotli1 zlib1g-dev glslc libshaderc1 libvulkan-dev
+              libvulkan1)
+  echo "[prepare] apt-get download ${pkgs[*]}"
+  (cd "$dir/deb" && apt-get download "${pkgs[@]}")
+  local py="${HOTCOLD_CACHE:-$HOME/.cache/hotcold}/venv/bin/python"
+  [[ -x "$py" ]] || py=python3
+  local tmp
+  tmp="$(mktemp -d)"
+  echo "[prepare] llama.cpp source from llama-cpp-python $LLAMA_VERSION (sdist)"
+  "$py" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  tar -C "$tmp" -xzf "$tmp"/llama_cpp_python-*.tar.gz
+  local src
+  src="$(echo "$tmp"/llama_cpp_python-*/vendor/llama.cpp)"
+  # What CMake and llama-bench need; the other backends, docs, models and tests stay behind.
+  # tools/ keeps llama-bench alone, and its CMakeLists says so.
+  (cd "$src" && rm -rf docs models tests examples media pocs gguf-py app benches skills \
+     ggml/src/ggml-{sycl,metal,opencl,hexagon,et,cann,musa,kompute,webgpu,zdnn,rpc,hip,blas} &&
+     find tools -mindepth 1 -maxdepth 1 ! -name llama-bench -exec rm -rf {} + &&
+     printf 'add_subdirectory(llama-bench)\n' > tools/CMakeLists.txt)
+  tar -C "$(dirname "$src")" -cJf "$dir/llama.cpp.tar.xz" llama.cpp
+  rm -rf "$tmp"
+  du -sh "$dir"
+  echo "[prepare] done: name $dir in the device tool's carry, then run 'bash bench/gpu_check.sh run'"
+}
+
+# ---- run -------------------------------------------------------------------------------------
+CARRY=.gpucheck
+DEVICES=""
+OUTDIR="${OUT:-gpu-check-out}"
+LAYERS=8
+TYPE=q4_0
+TOKENS=64
+REPS=3
+QUICK=0
+TESTS=1
+LLAMA=1
+JOBS="$(nproc)"
+BUILD=build-gpu
+
+log() { printf '[gpu_check %s] %s\n' "$(date +%H:%M:%S)" "$*" | tee -a "$OUTDIR/gpu_check.log" >&2; }
+step() { STEP_T0=$SECONDS; log "==> $*"; }
+step_done() { log "    done in $((SECONDS - STEP_T0)) s"; }
+
+# The first JSON number at "key": in text.
+json_num() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=j
+for k in sys.argv[2].split("."): v=v.get(k, {}) if isinstance(v, dict) else {}
+print(v if isinstance(v, (int, float)) else "")' "$1" "$2" 2>/dev/null || true; }
+
+run_check() {
+  mkdir -p "$OUTDIR"
+  : > "$OUTDIR/gpu_check.log"
+  local t_all=$SECONDS
+  log "host: $(nproc) cores, $(uname -r); GPU: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo none)"
+
+  # 0. carried packages
+  if [[ -d "$CARRY/deb" ]]; then
+    step "unpacking $(ls "$CARRY"/deb/*.deb | wc -l) carried packages"
+    for f in "$CARRY"/deb/*.deb; do dpkg -x "$f" / ; done
+    ldconfig
+    step_done
+  fi
+
+  # 1. build
+  step "building hotcold in $BUILD"
+  local cargs=(-DCMAKE_BUILD_TYPE=Release -DHC_BENCH=OFF "-DHC_PYTHON=$(command -v python3)")
+  local nvcc
+  nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+  [[ -x "$nvcc" ]] && cargs+=(-DHC_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc") || cargs+=(-DHC_CUDA=OFF)
+  if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+    cmake -S . -B "$BUILD" -G Ninja "${cargs[@]}" >> "$OUTDIR/gpu_check.log" 2>&1
+  fi
+  cmake --build "$BUILD" -j "$JOBS" >> "$OUTDIR/gpu_check.log" 2>&1 || { log "build FAILED (see log)"; return 1; }
+  local HC=$BUILD/hotcold SYNTH=$BUILD/hc-synth-model
+  "$HC" --version | tee -a "$OUTDIR/gpu_check.log"
+  step_done
+
+  local LLAMA_BENCH=""
+  if ((LLAMA)) && [[ -f "$CARRY/llama.cpp.tar.xz" ]]; then
+    step "building llama.cpp's llama-bench (llama-cpp-python $LLAMA_VERSION's llama.cpp)"
+    rm -rf build-llama && mkdir -p build-llama
+    tar -C build-llama -xJf "$CARRY/llama.cpp.tar.xz"
+    local largs=(-DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+                 -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON)
+    [[ -x "$nvcc" ]] && largs+=(-DGGML_CUDA=ON "-DCMAKE_CUDA_COMPILER=$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90)
+    if cmake -S build-llama/llama.cpp -B build-llama/build -G Ninja "${largs[@]}" >> "$OUTDIR/gpu_check.log" 2>&1 &&
+       cmake --build build-llama/build -j "$JOBS" --target llama-bench >> "$OUTDIR/gpu_check.log" 2>&1; then
+      LLAMA_BENCH=build-llama/build/bin/llama-bench
+    else
+      log "llama-bench did not build (see log): no llama.cpp baseline"
+    fi
+    step_done
+  fi
+
+  # 2. tests
+  local tests_line="not run"
+  if ((TESTS)); then
+    step "ctest -L 'gpu|vulkan|device'"
+    local tlog="$OUTDIR/tests.log"
+    ctest --test-dir "$BUILD" -L 'gpu|vulkan|device' --output-on-failure -j 4 --timeout 600 > "$tlog" 2>&1 || true
+    tests_line="$(grep -E 'tests passed|No tests were found' "$tlog" | tail -1)"
+    log "tests: $tests_line"
+    grep -E '^\s+[0-9]+ - ' "$tlog" | head -40 | tee -a "$OUTDIR/gpu_check.log" >&2 || true
+    step_done
+  fi
+
+  # 3. model and profile
+  step "7B-shaped ReLU model and its profile"
+  mkdir -p "$BUILD/models"
+  local M=$BUILD/models/synth-relu.$TYPE.gguf STATS=$BUILD/models/synth-relu.$TYPE.stats.gguf
+  local shape=(--shape llama2-7b --layers "$LAYERS")
+  ((QUICK)) && shape=(--shape tiny --layers 4)
+  "$SYNTH" "${shape[@]}" --type "$TYPE" --act relu -t "$JOBS" -o "$M" >> "$OUTDIR/gpu_check.log" 2>&1
+  cat docs/*.md README.md > "$BUILD/models/corpus.txt"
+  "$HC" profile -m "$M" -f "$BUILD/models/corpus.txt" -o "$STATS" -c 256 --chunks 8 -t "$JOBS" \
+    >> "$OUTDIR/gpu_check.log" 2>&1
+  local file_bytes
+  file_bytes="$(stat -c %s "$M")"
+  log "model $M: $((file_bytes >> 20)) MiB"
+  step_done
+
+  # 4. devices and budgets
+  if [[ -z "$DEVICES" ]]; then
+    DEVICES=cpu
+    "$HC" --version | grep -q 'cuda' && [[ "$("$HC" --version)" != *"(0 CUDA devices"* ]] && DEVICES="cuda,$DEVICES"
+    "$HC" --version | grep -qE '^  0: .*\[gpu' && DEVICES="vulkan,$DEVICES"
+  fi
+  local budgets=(10 25 50 100)
+  ((QUICK)) && { TOKENS=16; REPS=1; }
+  local bench=(-p 0 -n "$TOKENS" -r "$REPS" --no-membw --json -t "$JOBS")
+  local rows=() json_rows=()
+  step "host-only baselines"
+  local host_dense host_sparse ll_host=""
+  host_dense="$("$HC" bench -m "$M" "${bench[@]}" 2>>"$OUTDIR/gpu_check.log")"
+  host_sparse="$("$HC" bench -m "$M" "${bench[@]}" --sparse 2>>"$OUTDIR/gpu_check.log")"
+  if [[ -n "$LLAMA_BENCH" ]]; then
+    ll_host="$("$LLAMA_BENCH" -m "$M" -ngl 0 -p 0 -n "$TOKENS" -r "$REPS" -t "$JOBS" -o json 2>>"$OUTDIR/gpu_check.log" |
+               python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])' || true)"
+  fi
+  log "host: dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s, llama.cpp ${ll_host:-n/a} tok/s"
+  step_done
+  local dev
+  for dev in ${DEVICES//,/ }; do
+    local flag=$dev
+    if [[ $dev == vulkan ]]; then  # the first GPU the loader lists, else device 0 (lavapipe)
+      local vk_index
+      vk_index="$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || true)"
+      flag="vulkan:${vk_index:-0}"
+    fi
+    for pct in "${budgets[@]}"; do
+      step "$dev at ${pct}% of the model file"
+      local gib
+      # --quick: the tiny model's file is smaller than the executor's scratch (activations for
+      # 512-token batches), so its budgets get 32 MiB on top; the real run uses the file alone.
+      gib="$(python3 -c "print(($file_bytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+      local hy de err ngl ll="" pred
+      err="$OUTDIR/run-$dev-$pct.err"
+      hy="$("$HC" bench -m "$M" "${bench[@]}" --sparse --stats "$STATS" --vram-budget "$gib" \
+             --device "$flag" 2>"$err")" || hy="{}"
+      pred="$(grep -oE 'predicted [0-9.]+ tok/s' "$err" | tail -1 | grep -oE '[0-9.]+' || true)"
+      de="$("$HC" bench -m "$M" "${bench[@]}" --vram-budget "$gib" --device "$flag" 2>>"$err")" || de="{}"
+      ngl="$(grep -oE '[0-9]+/[0-9]+ layers' "$err" | tail -1 | cut -d/ -f1 || true)"
+      if [[ -n "$LLAMA_BENCH" && -n "$ngl" && $dev != cpu ]]; then
+        ll="$("$LLAMA_BENCH" -m "$M" -ngl "$ngl" -p 0 -n "$TOKENS" -r "$REPS" -t "$JOBS" -o json 2>>"$err" |
+              python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])' || true)"
+      fi
+      local hy_t de_t ch
+      hy_t="$(json_num "$hy" tg.tps_mean)"
+      de_t="$(json_num "$de" tg.tps_mean)"
+      ch="$(json_num "$hy" device.charged_mib)"
+      local ratio err_pct
+      ratio="$(python3 -c "a='$hy_t'; b='$ll'; print(f'{float(a)/float(b):.2f}x' if a and b else 'n/a')")"
+      err_pct="$(python3 -c "a='$hy_t'; p='$pred'; print(f'{100*(float(p)-float(a))/float(a):+.1f}%' if a and p else 'n/a')")"
+      rows+=("| $dev | $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
+      json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
+      log "${rows[-1]}"
+      step_done
+    done
+  done
+
+  # 5. report
+  {
+    echo "# GPU check ($(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'))"
+    echo
+    echo "Command: \`bash bench/gpu_check.sh run\` (after \`bench/gpu_check.sh prepare\` here)."
+    echo "Build: $("$HC" --version | sed -n 2p). Tests (\`ctest -L 'gpu|vulkan|device'\`): $tests_line."
+    echo "Model: $M ($((file_bytes >> 20)) MiB, ${shape[*]}, $TYPE, ReLU, random weights), decode $TOKENS tokens x $REPS, $JOBS host threads."
+    echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
+    echo
+    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+    printf '%s\n' "${rows[@]}"
+    echo
+    echo "Total: $((SECONDS - t_all)) s."
+  } > "$OUTDIR/gpu_check.md"
+  printf '{"tests": "%s", "rows": [%s]}\n' "$tests_line" "$(IFS=,; echo "${json_rows[*]}")" > "$OUTDIR/gpu_check.json"
+  cat "$OUTDIR/gpu_check.md"
+}
+
+cmd="${1:-}"
+shift || true
+case "$cmd" in
+  prepare) prepare "$@" ;;
+  run)
+    while (($#)); do
+      case "$1" in
+        --carry) CARRY="$2"; shift ;;
+        --devices) DEVICES="$2"; shift ;;
+        --out) OUTDIR="$2"; shift ;;
+        --layers) LAYERS="$2"; shift ;;
+        --type) TYPE="$2"; shift ;;
+        --tokens) TOKENS="$2"; shift ;;
+        --reps) REPS="$2"; shift ;;
+        --quick) QUICK=1 ;;
+        --no-tests) TESTS=0 ;;
+        --no-llama) LLAMA=0 ;;
+        --build) BUILD="$2"; shift ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "gpu_check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+      esac
+      shift
+    done
+    run_check ;;
+  -h | --help | "") usage; [[ -n "$cmd" ]] || exit 2 ;;
+  *) echo "gpu_check.sh: unknown command '$cmd' (prepare or run)" >&2; exit 2 ;;
+esac
