@@ -810,10 +810,11 @@ void VulkanDevice::free_host(void* p) {
   destroy_buffer(b);
 }
 
-bool VulkanDevice::find_device(uint64_t addr, uint64_t bytes, VkBuffer* buf, uint64_t* off) const {
-  std::lock_guard<std::mutex> lk(mem_mu_);
-  auto it = dev_bufs_.upper_bound(addr);
-  if (it == dev_bufs_.begin()) return false;
+// The buffer of `bufs` (keyed by start address) holding [addr, addr + bytes), and the offset.
+bool find_in(const std::map<uint64_t, Buf>& bufs, uint64_t addr, uint64_t bytes, VkBuffer* buf,
+             uint64_t* off) {
+  auto it = bufs.upper_bound(addr);
+  if (it == bufs.begin()) return false;
   --it;
   if (addr + bytes > it->first + it->second.size) return false;
   *buf = it->second.buf;
@@ -821,16 +822,14 @@ bool VulkanDevice::find_device(uint64_t addr, uint64_t bytes, VkBuffer* buf, uin
   return true;
 }
 
-bool VulkanDevice::find_host(const void* p, uint64_t bytes, VkBuffer* buf, uint64_t* off) const {
-  const uint64_t a = addr_of(p);
+bool VulkanDevice::find_device(uint64_t addr, uint64_t bytes, VkBuffer* buf, uint64_t* off) const {
   std::lock_guard<std::mutex> lk(mem_mu_);
-  auto it = host_bufs_.upper_bound(a);
-  if (it == host_bufs_.begin()) return false;
-  --it;
-  if (a + bytes > it->first + it->second.size) return false;
-  *buf = it->second.buf;
-  *off = a - it->first;
-  return true;
+  return find_in(dev_bufs_, addr, bytes, buf, off);
+}
+
+bool VulkanDevice::find_host(const void* p, uint64_t bytes, VkBuffer* buf, uint64_t* off) const {
+  std::lock_guard<std::mutex> lk(mem_mu_);
+  return find_in(host_bufs_, addr_of(p), bytes, buf, off);
 }
 
 Result<std::pair<const Buf*, uint64_t>> VulkanDevice::stage(uint64_t bytes) {
