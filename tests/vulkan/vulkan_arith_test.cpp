@@ -22,25 +22,13 @@
 #include "ops/device.h"
 #include "ops/vulkan/vk_device.h"
 #include "ops/vulkan/vk_testing.h"
+#include "vulkan_test_util.h"
 #include "quant/quant.h"
 
 
 namespace hc::ops {
 namespace {
 
-bool have_device(std::string* why) {
-  auto devs = vk::vulkan_devices();
-  if (!devs.ok()) return *why = devs.message(), false;
-  if (devs->empty()) return *why = "the loader lists no device", false;
-  if (!(*devs)[0].usable) return *why = (*devs)[0].name + " lacks " + (*devs)[0].missing, false;
-  return true;
-}
-
-#define REQUIRE_VULKAN()                                                  \
-  do {                                                                    \
-    std::string why;                                                      \
-    if (!have_device(&why)) GTEST_SKIP() << "no Vulkan device: " << why; \
-  } while (0)
 
 // Device 0 with the work splits forced by HC_VK_SPLIT ("" = the device's default).
 std::unique_ptr<Device> open_first(const char* split = "") {

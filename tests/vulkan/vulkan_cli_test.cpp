@@ -12,6 +12,7 @@
 
 #include "../app/cli_util.h"
 #include "ops/device.h"
+#include "vulkan_test_util.h"
 
 namespace hc {
 namespace {
@@ -21,20 +22,6 @@ using test::has;
 using test::run_hotcold;
 using test::ScratchDir;
 
-// Why the Vulkan tests cannot run here, or "" when vulkan:0 is usable.
-std::string vulkan_unavailable() {
-  if (!ops::vulkan_compiled()) return "built without the Vulkan backend";
-  const std::vector<std::string> lines = ops::vulkan_device_lines();
-  if (lines.empty() || lines[0].rfind("0: ", 0) != 0) return lines.empty() ? "no device" : lines[0];
-  if (has(lines[0], "unusable")) return lines[0];
-  return "";
-}
-
-#define REQUIRE_VULKAN()                                        \
-  do {                                                          \
-    const std::string why = vulkan_unavailable();               \
-    if (!why.empty()) GTEST_SKIP() << "no Vulkan device: " << why; \
-  } while (0)
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& extra) {
   a.insert(a.end(), extra.begin(), extra.end());

@@ -9,6 +9,7 @@
 #include "ops/device.h"
 #include "ops/vulkan/vk_device.h"
 #include "ops/vulkan/vk_testing.h"
+#include "vulkan_test_util.h"
 
 namespace hc::ops {
 namespace {
@@ -23,19 +24,6 @@ std::unique_ptr<Device> open_first(uint64_t budget = 0) {
   return r.ok() ? std::move(r).value() : nullptr;
 }
 
-bool have_device(std::string* why) {
-  auto devs = vk::vulkan_devices();
-  if (!devs.ok()) return *why = devs.message(), false;
-  if (devs->empty()) return *why = "the loader lists no device", false;
-  if (!(*devs)[0].usable) return *why = (*devs)[0].name + " lacks " + (*devs)[0].missing, false;
-  return true;
-}
-
-#define REQUIRE_VULKAN()                                         \
-  do {                                                           \
-    std::string why;                                             \
-    if (!have_device(&why)) GTEST_SKIP() << "no Vulkan device: " << why; \
-  } while (0)
 
 TEST(VulkanDevice, ListsDevicesAndOpensByIndex) {
   REQUIRE_VULKAN();

@@ -1,0 +1,28 @@
+// Shared by the Vulkan device tests (tests/vulkan): whether device 0 of the Vulkan loader is
+// usable, and REQUIRE_VULKAN(), which skips a test (naming why) when it is not. Skips only for a
+// build without the backend or a machine without a usable device; tests/device opens it
+// directly and fails when it is listed but does not open.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "ops/vulkan/vk_device.h"
+
+namespace hc::ops::vk_test {
+
+inline bool have_device(std::string* why) {
+  auto devs = vk::vulkan_devices();
+  if (!devs.ok()) return *why = devs.message(), false;
+  if (devs->empty()) return *why = "the loader lists no device", false;
+  if (!(*devs)[0].usable) return *why = (*devs)[0].name + " lacks " + (*devs)[0].missing, false;
+  return true;
+}
+
+}  // namespace hc::ops::vk_test
+
+#define REQUIRE_VULKAN()                                                            \
+  do {                                                                              \
+    std::string why_;                                                               \
+    if (!::hc::ops::vk_test::have_device(&why_)) GTEST_SKIP() << "no Vulkan device: " << why_; \
+  } while (0)
