@@ -17,7 +17,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/cpu/attention.h"
-#include "ops/cpu/device_checks.h"
+#include "ops/checks/device_checks.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/membw.h"

@@ -62,6 +62,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "ops/checks/device_checks.h"
 #include "ops/cuda/cuda_device.h"
 #include "ops/cuda/cuda_device_impl.h"
 #include "ops/cuda/cuda_testing.h"
@@ -292,26 +293,9 @@ Status CudaDevice::sync() {
 // A weight matrix the kernels can read: supported type, whole blocks, 2-byte aligned rows
 // (4 for F32), `ne0` inputs per row (-1: any).
 bool CudaDevice::check_weight(const char* op, const char* name, const TensorView& w, int64_t ne0) {
-  const std::string what = std::string(name) + " (" + dtype_name(w.type) + " [" +
-                           std::to_string(w.ne1) + ", " + std::to_string(w.ne0) + "])";
-  if (!quant::is_supported_weight_type(w.type)) {
-    fail(op, what + ": weight type " + dtype_name(w.type) +
-                 " is not supported (F32 F16 BF16 Q4_0 Q4_1 Q8_0 Q4_K Q5_K Q6_K are)");
-    return false;
-  }
-  const int64_t bs = dtype_traits(w.type).block_size;
-  const uint64_t align = w.type == GgmlType::F32 ? 4 : 2;
-  if (ne0 >= 0 && w.ne0 != ne0) {
-    fail(op, what + ": expected " + std::to_string(ne0) + " inputs per row");
-  } else if (w.ne0 <= 0 || w.ne1 < 0 || w.ne0 % bs != 0) {
-    fail(op, what + ": rows must be whole blocks of " + std::to_string(bs));
-  } else if (!w.data || w.nb1 < row_bytes(w.type, w.ne0) || w.nb1 % align != 0 ||
-             reinterpret_cast<uintptr_t>(w.data) % align != 0) {
-    fail(op,
-         what + ": no data, or rows overlap or are misaligned (nb1 " + std::to_string(w.nb1) + ")");
-  } else {
-    return true;
-  }
+  std::string e = device_checks::weight(name, w, ne0);  // built only on failure
+  if (e.empty()) return true;
+  fail(op, e);
   return false;
 }
 

@@ -78,6 +78,7 @@
 #include <mutex>
 
 #include "core/log.h"
+#include "ops/checks/device_checks.h"
 #include "ops/vulkan/vk_abi.h"
 #include "ops/vulkan/vk_loader.h"
 #include "ops/vulkan/vk_shaders.h"
@@ -1176,36 +1177,24 @@ void VulkanDevice::dispatch(const char* op, int p, const void* pc, uint32_t pc_b
 }
 
 
+// The shared weight checks (ops/checks), then: the rows lie inside one device allocation.
 bool VulkanDevice::check_weight(const char* op, const char* name, const TensorView& w,
                                 int64_t ne0) {
-  const std::string what = std::string(name) + " (" + dtype_name(w.type) + " [" +
-                           std::to_string(w.ne1) + ", " + std::to_string(w.ne0) + "])";
-  if (wtype_of(w.type) < 0) {
-    fail(op, what + ": weight type " + dtype_name(w.type) +
-                 " is not supported (F32 F16 BF16 Q4_0 Q4_1 Q8_0 Q4_K Q5_K Q6_K are)");
+  if (std::string e = device_checks::weight(name, w, ne0); !e.empty()) {
+    fail(op, e);
     return false;
   }
-  const int64_t bs = dtype_traits(w.type).block_size;
-  const uint64_t align = w.type == GgmlType::F32 ? 4 : 2;
   VkBuffer b;
   uint64_t off;
-  if (ne0 >= 0 && w.ne0 != ne0) {
-    fail(op, what + ": expected " + std::to_string(ne0) + " inputs per row");
-  } else if (w.ne0 <= 0 || w.ne1 < 0 || w.ne0 % bs != 0) {
-    fail(op, what + ": rows must be whole blocks of " + std::to_string(bs));
-  } else if (!w.data || w.nb1 < row_bytes(w.type, w.ne0) || w.nb1 % align != 0 ||
-             addr_of(w.data) % align != 0) {
-    fail(op, what + ": no data, or rows overlap or are misaligned (nb1 " + std::to_string(w.nb1) + ")");
-  } else if (w.ne1 > 0 &&
-             !find_device(addr_of(w.data),
-                          static_cast<uint64_t>(w.nb1) * static_cast<uint64_t>(w.ne1 - 1) +
-                              static_cast<uint64_t>(row_bytes(w.type, w.ne0)),
-                          &b, &off)) {
-    fail(op, what + ": not inside one device allocation");
-  } else {
-    return true;
+  if (w.ne1 > 0 &&
+      !find_device(addr_of(w.data),
+                   static_cast<uint64_t>(w.nb1) * static_cast<uint64_t>(w.ne1 - 1) +
+                       static_cast<uint64_t>(row_bytes(w.type, w.ne0)),
+                   &b, &off)) {
+    fail(op, std::string(name) + " (" + dtype_name(w.type) + "): not inside one device allocation");
+    return false;
   }
-  return false;
+  return true;
 }
 
 // ---- operations ---------------------------------------------------------------------------
@@ -1221,10 +1210,9 @@ void VulkanDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n
 void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
                         float theta_scale, float freq_scale, const float* freq_factors) {
   if (!usable("rope")) return;
-  if (n_rot < 0 || n_rot > head_dim || n_rot % 2 != 0 || pos0 < 0)
-    return fail("rope", "n_rot " + std::to_string(n_rot) + " must be even and in [0, head_dim " +
-                            std::to_string(head_dim) + "] and pos0 " + std::to_string(pos0) +
-                            " >= 0");
+  if (std::string e = device_checks::rope(n_rot, head_dim, pos0); !e.empty())
+    return fail("rope", e);
+  if (n_rot % 2 != 0) return fail("rope", "n_rot " + std::to_string(n_rot) + " must be even");
   RopePC pc{addr_of(x), addr_of(freq_factors), static_cast<int32_t>(n_tok), n_head, head_dim,
             n_rot, pos0, theta_scale, freq_scale, 0};
   dispatch("rope", kRope, &pc, sizeof pc, elem_groups(n_tok * n_head * (n_rot / 2)));
@@ -1233,10 +1221,8 @@ void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n
 void VulkanDevice::kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
                             int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) {
   if (!usable("kv_store")) return;
-  if (pos0 < 0 || pos0 + n_tok > n_ctx)
-    return fail("kv_store", "positions [" + std::to_string(pos0) + ", " +
-                                std::to_string(pos0 + n_tok) + ") do not fit a cache of " +
-                                std::to_string(n_ctx));
+  if (std::string e = device_checks::kv_store(n_tok, pos0, kv_dim, n_ctx); !e.empty())
+    return fail("kv_store", e);
   KvStorePC pc{addr_of(k), addr_of(v), addr_of(k_cache), addr_of(v_cache_t),
                static_cast<int32_t>(kv_dim), static_cast<int32_t>(n_tok), pos0, n_ctx};
   dispatch("kv_store", kKvStore, &pc, sizeof pc, elem_groups(n_tok * kv_dim));
@@ -1247,17 +1233,11 @@ void VulkanDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t
                              float* out) {
   if (!usable("attention")) return;
   const int hd = shape.head_dim;
-  if (shape.n_head_kv <= 0 || shape.n_head % shape.n_head_kv != 0 || hd <= 0 ||
-      hd > kVkMaxHeadDim || pos0 < 0 || pos0 + n_tok > shape.v_stride ||
-      shape.k_stride < int64_t{shape.n_head_kv} * hd || n_tok > 65535) {
-    return fail("attention", "unsupported shape: n_head " + std::to_string(shape.n_head) +
-                                 ", n_head_kv " + std::to_string(shape.n_head_kv) +
-                                 ", head_dim " + std::to_string(hd) + " (at most " +
-                                 std::to_string(kVkMaxHeadDim) + "), positions up to " +
-                                 std::to_string(pos0 + n_tok) + ", k_stride " +
-                                 std::to_string(shape.k_stride) + ", v_stride " +
-                                 std::to_string(shape.v_stride));
-  }
+  static_assert(kVkMaxHeadDim == device_checks::kMaxHeadDim);
+  if (std::string e = device_checks::attention(shape, pos0, n_tok); !e.empty())
+    return fail("attention", e);
+  if (n_tok > 65535)  // the grid's y (vk_abi.h)
+    return fail("attention", std::to_string(n_tok) + " tokens in one call (at most 65535)");
   if (n_tok <= 0 || shape.n_head <= 0) return;
   AttentionPC pc{addr_of(q), addr_of(k_cache), addr_of(v_cache_t), addr_of(out),
                  shape.k_stride, shape.v_stride, pos0, static_cast<int32_t>(n_tok),
@@ -1412,13 +1392,11 @@ void VulkanDevice::ffn_rows(const TensorView& gate, const TensorView& up, const 
 }
 
 void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
-  if (!check_weight(op, "gate", *a.gate, -1) || !check_weight(op, "up", *a.up, a.gate->ne0) ||
-      !check_weight(op, "down_t", *a.down_t, a.gate->ne0))
+  if (std::string e = device_checks::ffn(*a.gate, *a.up, *a.down_t); !e.empty())
+    return fail(op, e);
+  if (!check_weight(op, "gate", *a.gate, -1) || !check_weight(op, "up", *a.up, -1) ||
+      !check_weight(op, "down_t", *a.down_t, -1))
     return;
-  if (a.up->ne1 != a.gate->ne1 || a.down_t->ne1 != a.gate->ne1)
-    return fail(op, "gate, up and down_t must hold the same neurons: " +
-                        std::to_string(a.gate->ne1) + ", " + std::to_string(a.up->ne1) + ", " +
-                        std::to_string(a.down_t->ne1) + " rows");
   if (a.n_tok <= 0) return;
   const int64_t n_embd = a.gate->ne0;
   if (a.n_rows <= 0) {  // nothing fires: out = 0

@@ -1,9 +1,10 @@
-// Argument checks of the CPU device's queued operations (cpu_device.cpp). The host's kernels
-// trust their arguments (HC_CHECK aborts, or they read and write out of bounds); a device must
-// instead skip an operation it cannot run and report it from sync() (ops/device.h). These are
-// the checks the CUDA and Vulkan devices make before launching (ops/cuda/cuda_ops.cu,
-// ops/vulkan/vk_device.cpp), with the same messages, plus what only the CPU kernels need (no
-// null pointers, no negative sizes: a GPU reports those from the device, a CPU would crash).
+// Argument checks of every device's queued operations (hc_device_checks, below hc_cuda,
+// hc_vulkan and hc_ops). A device skips an operation it cannot run and reports it from sync()
+// (ops/device.h): the CPU device (cpu_device.cpp) because the host's kernels trust their
+// arguments (HC_CHECK aborts, or they read and write out of bounds), the GPUs before launching
+// (ops/cuda/cuda_device.cu, ops/vulkan/vk_device.cpp) — one set of checks and messages, plus
+// what only the CPU kernels need (no null pointers, no negative sizes: a GPU reports those from
+// the device, a CPU would crash).
 //
 // Each returns "" when the arguments are usable, else what is wrong; the device prefixes the
 // operation's name ("matmul: weight (Q5_0 [4, 64]): weight type Q5_0 is not supported ...").

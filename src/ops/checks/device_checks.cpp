@@ -1,4 +1,4 @@
-#include "ops/cpu/device_checks.h"
+#include "ops/checks/device_checks.h"
 
 #include <cstdint>
 #include <string>
