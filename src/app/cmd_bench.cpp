@@ -304,10 +304,12 @@ Status bench(const BenchFlags& fl) {
                                  ? double(st.device_computed) / double(st.device_computed + st.computed)
                                  : 0.0;
     if (f.json) {
-      std::printf(", \"device\": {\"name\": %s, \"charged_mib\": %.1f, \"measured_mib\": %.1f, "
+      std::printf(", \"device\": {\"name\": %s, \"charged_mib\": %.1f, \"charged_bytes\": %llu, "
+                  "\"measured_mib\": %.1f, "
                   "\"budget_mib\": %.1f, \"attn_layers\": %d, \"hot_neurons\": %lld, "
                   "\"device_neuron_share\": %.4f}",
                   json_string(dev.name()).c_str(), dev.charged_bytes() / 1048576.0,
+                  static_cast<unsigned long long>(dev.charged_bytes()),
                   dev.measured_bytes() / 1048576.0,
                   dev.budget_bytes() == UINT64_MAX ? -1.0 : dev.budget_bytes() / 1048576.0,
                   dm->n_attn_layers(), static_cast<long long>(dm->n_hot_neurons()), dev_share);

@@ -62,8 +62,10 @@ void print_plan(const sparse::PlanInput& in, const sparse::PlanResult& r, uint64
                 static_cast<long long>(in.n_ff()), 100.0 * t.device_mass,
                 t.device_bytes / 1048576.0, 1e3 * t.total_s());
   }
-  std::printf("\ndevice bytes: %.1f MiB of a %.1f MiB budget\n", r.prediction.device_bytes / 1048576.0,
-              budget / 1048576.0);
+  std::printf("\ndevice bytes: %.1f MiB of a %.1f MiB budget (%llu of %llu bytes)\n",
+              r.prediction.device_bytes / 1048576.0, budget / 1048576.0,
+              static_cast<unsigned long long>(r.prediction.device_bytes),
+              static_cast<unsigned long long>(budget));
   std::printf("predicted: %.2f tok/s (solver %s; greedy %s, ilp %s%s%s)\n", r.prediction.tok_s,
               r.solver.c_str(), tok_s_text(r.greedy_s).c_str(), tok_s_text(r.ilp_s).c_str(),
               r.ilp_status.empty() ? "" : ": ", r.ilp_status.c_str());

@@ -51,7 +51,7 @@ int dense_layers_that_fit(const LlamaModel& model, const ops::Device& dev, int n
                           uint64_t budget) {
   const LlamaHParams& hp = model.hparams();
   uint64_t used = dev.overhead_bytes() +
-                  DeviceSession::scratch_bytes(dev, hp, kForwardUbatch, /*attn=*/true,
+                  DeviceSession::scratch_bytes(dev, model, kForwardUbatch, /*attn=*/true,
                                                /*dense=*/true, /*hot=*/false, /*output=*/false);
   int n = 0;
   for (int il = hp.n_layer - 1; il >= 0; --il) {

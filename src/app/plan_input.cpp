@@ -76,7 +76,7 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.op_us = dp.op_us;
   hw.sync_us = dp.sync_us;
   hw.dev_overhead_bytes = dev.overhead_bytes();
-  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model.hparams(), kForwardUbatch, true,
+  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model, kForwardUbatch, true,
                                                     false, true, false);
   return hw;
 }

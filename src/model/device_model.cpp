@@ -257,6 +257,36 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
   if (n.output) fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
 }
 
+bool any(const Needs& n) { return n.attn || n.dense || n.hot || n.output; }
+
+ops::WeightShape shape_of(const TensorView& w) { return {w.type, w.ne0, w.ne1}; }
+
+// The operations a session queues (ops::ScratchNeeds) when the model's layers are placed as
+// `place` says: per layer, attention, a dense FFN, and hot neurons (their count, 0 = none).
+template <class Place>
+ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Place place) {
+  const LlamaHParams& hp = model.hparams();
+  ops::ScratchNeeds s;
+  s.max_tokens = T;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+    bool attn = false, dense = false;
+    int64_t hot = 0;
+    place(il, &attn, &dense, &hot);
+    if (attn)
+      for (const TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo}) s.matmul.push_back(shape_of(*w));
+    if (dense)
+      for (const TensorView* w : {&L.ffn_gate, &L.ffn_up, &L.ffn_down})
+        if (!w->empty()) s.matmul.push_back(shape_of(*w));
+    if (hot > 0) {
+      s.ffn.push_back({L.ffn_gate.type, L.ffn_gate.ne0, hot});
+      s.ffn.push_back({L.ffn_up.type, L.ffn_up.ne0, hot});
+    }
+  }
+  if (output) s.matmul.push_back(shape_of(model.weights().output));
+  return s;
+}
+
 uint64_t kv_half_bytes(const LlamaHParams& hp, int n_ctx) {  // K or V of one layer
   return static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim *
          sizeof(fp16_t);
@@ -264,13 +294,53 @@ uint64_t kv_half_bytes(const LlamaHParams& hp, int n_ctx) {  // K or V of one la
 
 }  // namespace
 
-uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaHParams& hp,
+uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaModel& model,
                                      int64_t max_tokens, bool attn, bool dense, bool hot,
                                      bool output) {
+  const Needs n{attn, dense, hot, output};
+  if (!any(n)) return 0;
+  const LlamaHParams& hp = model.hparams();
   uint64_t total = 0;
-  for_each_buffer(hp, static_cast<uint64_t>(max_tokens), Needs{attn, dense, hot, output},
+  for_each_buffer(hp, static_cast<uint64_t>(max_tokens), n,
                   [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
-  return total;
+  return total + dev.scratch_bytes(op_needs(model, max_tokens, output,
+                                            [&](int, bool* a, bool* d, int64_t* h) {
+                                              *a = attn, *d = dense, *h = hot ? hp.n_ff : 0;
+                                            }));
+}
+
+namespace {
+
+Needs needs_of(const DeviceModel& dm) {
+  Needs n;
+  for (int il = 0; il < dm.model().hparams().n_layer; ++il) {
+    n.attn |= dm.layer(il).attn;
+    n.dense |= dm.layer(il).ffn_dense;
+    n.hot |= dm.layer(il).hybrid();
+  }
+  n.output = dm.output_on_device();
+  return n;
+}
+
+ops::ScratchNeeds op_needs_of(const DeviceModel& dm, int64_t max_tokens) {
+  return op_needs(dm.model(), max_tokens, dm.output_on_device(),
+                  [&](int il, bool* a, bool* d, int64_t* h) {
+                    const DeviceLayer& l = dm.layer(il);
+                    *a = l.attn, *d = l.ffn_dense;
+                    *h = l.hybrid() ? static_cast<int64_t>(l.hot.size()) : 0;
+                  });
+}
+
+}  // namespace
+
+uint64_t DeviceSession::scratch_bytes(const DeviceModel& dm, int64_t max_tokens) {
+  const Needs n = needs_of(dm);
+  if (!any(n)) return 0;
+  const ops::Device& dev = dm.device();
+  uint64_t total = 0;
+  for_each_buffer(dm.model().hparams(), static_cast<uint64_t>(max_tokens), n,
+                  [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
+  return total + dev.scratch_bytes(op_needs_of(dm, max_tokens));
 }
 
 uint64_t DeviceSession::kv_layer_bytes(const ops::Device& dev, const LlamaHParams& hp,
@@ -305,6 +375,7 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
     s->kv_bytes_ += 2 * kv_layer;
   }
   needs.output = dm.output_on_device();
+  if (!any(needs)) return s;  // nothing on the device: llama_forward never touches it
   const uint64_t T = static_cast<uint64_t>(max_tokens);
   Status st = Status::Ok();
   for_each_buffer(hp, T, needs, [&](auto member, uint64_t bytes, const char* what) {
@@ -315,6 +386,8 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
     else st = p.status();
   });
   HC_TRY(st);
+  // The device's own scratch for this session's largest operations, charged now.
+  HC_TRY(dm.device().reserve_scratch(op_needs_of(dm, max_tokens)));
   // Pinned host staging for the copies.
   const uint64_t embd = T * hp.n_embd * sizeof(float);
   HC_ASSIGN_OR_RETURN(void* hx, s->host_alloc(embd));

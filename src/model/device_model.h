@@ -109,16 +109,24 @@ class DeviceModel {
 
 // One session's device state: the KV cache of the device's attention layers and the
 // activation buffers of one micro-batch, on the device, plus pinned host staging buffers.
-// All charged to the device's budget.
+// All charged to the device's budget, with the device's own operation scratch, reserved here so
+// that nothing more is charged once the session runs. A placement with nothing on the device
+// allocates nothing.
 class DeviceSession {
  public:
   static Result<std::unique_ptr<DeviceSession>> create(const DeviceModel& dm, int n_ctx,
                                                        int64_t max_tokens);
-  // Device bytes create() charges on `dev` besides the KV cache, for a model with some
+  // Device bytes create() charges on `dev` besides the KV cache: the session's buffers, each
+  // rounded as dev.alloc charges it, and the device's own scratch for the largest operations
+  // the session queues (ops::Device::scratch_bytes, reserved by create), for a model with some
   // attention layers / dense FFNs / hot neurons / the output layer on the device (planning,
-  // -ngl fit), each buffer rounded as dev.alloc charges it.
-  static uint64_t scratch_bytes(const ops::Device& dev, const LlamaHParams& hp,
+  // -ngl fit). Hot neurons are counted as n_ff in a layer, an upper bound of the FFN scratch.
+  // Nothing on the device: 0.
+  static uint64_t scratch_bytes(const ops::Device& dev, const LlamaModel& model,
                                 int64_t max_tokens, bool attn, bool dense, bool hot, bool output);
+  // The same for dm's placement exactly: what create(dm, n_ctx, max_tokens) charges on a fresh
+  // device besides the KV cache.
+  static uint64_t scratch_bytes(const DeviceModel& dm, int64_t max_tokens);
   // Device bytes of one layer's KV cache (K and V) for n_ctx positions, as charged on `dev`.
   static uint64_t kv_layer_bytes(const ops::Device& dev, const LlamaHParams& hp, int n_ctx);
   ~DeviceSession();

@@ -60,6 +60,21 @@ struct DeviceProfile {
 // Which FFN activation a device applies: act(gate) * up.
 enum class GluKind { kSilu, kRelu };
 
+// A weight an operation reads: its type and shape [ne1 rows, ne0].
+struct WeightShape {
+  GgmlType type = GgmlType::F32;
+  int64_t ne0 = 0, ne1 = 0;
+};
+
+// The largest operations a user of a device will queue, for the device's own scratch: tokens
+// per operation, the weights matmul() multiplies and the gate matrices of ffn_threshold() /
+// ffn_rows() (ne1 = the neurons held). Repeats and any order are fine.
+struct ScratchNeeds {
+  int64_t max_tokens = 0;
+  std::vector<WeightShape> matmul;
+  std::vector<WeightShape> ffn;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -104,6 +119,16 @@ class Device {
   // and whether the host has its decode layout), with every allocation's rounding: the bytes
   // the planners count (0 for 0 rows: nothing uploaded).
   virtual uint64_t weight_bytes(const TensorView& host, int64_t n_rows) const;
+
+  // Device memory some operations take for themselves (quantised activations, an FFN's h, a
+  // GEMM's dequantised rows): charged like any allocation, made at first need, kept and grown,
+  // never shrunk. scratch_bytes(n): what that scratch charges on a fresh device once operations
+  // as large as n have run (0 for the CPU device, whose scratch is host memory).
+  // reserve_scratch(n) grows it to that size now, so that a session's charge is complete
+  // before its first operation (nothing charged mid-run); an error names the budget when it
+  // does not fit.
+  virtual uint64_t scratch_bytes(const ScratchNeeds& n) const { return 0; }
+  virtual Status reserve_scratch(const ScratchNeeds& n) { return Status::Ok(); }
 
   // ---- queued operations ------------------------------------------------------------------
   virtual void copy_to_device(void* dst, const void* host_src, uint64_t bytes) = 0;

@@ -6,6 +6,9 @@
 //     planners count device bytes with them);
 //   - upload_weight stores the named rows; update_rows replaces exactly the named slots with the
 //     named host rows, in queue order;
+//   - the device's own operation scratch: reserve_scratch charges exactly scratch_bytes, and
+//     operations within the reserved needs charge nothing more (a session's device bytes are
+//     known before it runs); a reservation past the budget fails naming it;
 //   - the profile holds finite, positive numbers.
 #include <gtest/gtest.h>
 
@@ -173,6 +176,59 @@ TEST_F(DeviceMemory, ChargeBytesIsWhatAllocCharges) {
   EXPECT_EQ(dev->charged_bytes() - before, sum);
   for (void* p : ps) dev->free(p);
   EXPECT_EQ(dev->charged_bytes(), before);
+}
+
+// The device's own scratch (quantised activations, an FFN's h, a GEMM's dequantised rows):
+// reserved up front for the largest operations, then never grown by operations within them.
+TEST_F(DeviceMemory, ReservedScratchIsAllThatOperationsCharge) {
+  auto d = open_with_budget(0);  // fresh: no scratch yet
+  const int64_t n_embd = 1024, n_ff = 96, n_tok = 40;  // > 32 tokens: CUDA's GEMM path too
+  Matrix w = make_matrix(d.get(), GgmlType::Q4_0, 512, n_embd, 31);
+  Matrix f = make_matrix(d.get(), GgmlType::F32, 64, n_embd, 32);
+  Matrix gate = make_matrix(d.get(), GgmlType::Q8_0, n_ff, n_embd, 33);
+  Matrix up = make_matrix(d.get(), GgmlType::Q4_K, n_ff, n_embd, 34);
+  Matrix down_t = make_matrix(d.get(), GgmlType::Q8_0, n_ff, n_embd, 35);
+  ops::ScratchNeeds needs;
+  needs.max_tokens = n_tok;
+  needs.matmul = {{w.type, w.cols, w.rows}, {f.type, f.cols, f.rows}};
+  needs.ffn = {{gate.type, n_embd, n_ff}, {up.type, n_embd, n_ff}};
+  const uint64_t predicted = d->scratch_bytes(needs);
+  const uint64_t before = d->charged_bytes();
+  check(d->reserve_scratch(needs), "reserve_scratch");
+  const uint64_t reserved = d->charged_bytes();
+  EXPECT_EQ(reserved - before, predicted);
+  // Operations within the needs: nothing more is charged.
+  const auto x = randn(static_cast<size_t>(n_tok * n_embd), 36, 0.5f);
+  auto dx = to_device(d.get(), x);
+  DeviceBuffer y(d.get(), static_cast<uint64_t>(n_tok * w.rows) * 4);
+  DeviceBuffer out(d.get(), static_cast<uint64_t>(n_tok * n_embd) * 4);
+  const uint64_t with_buffers = d->charged_bytes();
+  for (int64_t nt : {n_tok, int64_t{1}, int64_t{9}}) {
+    d->matmul(w.view(), dx->as<float>(), nt, y.as<float>());
+    d->matmul(f.view(), dx->as<float>(), nt, y.as<float>());
+    d->ffn_threshold(gate.view(), up.view(), down_t.view(), dx->as<float>(), nt, 0.1f,
+                     ops::GluKind::kSilu, out.as<float>());
+  }
+  check(d->sync(), "operations");
+  EXPECT_EQ(d->charged_bytes(), with_buffers);
+  // Reserving again, or for less, changes nothing.
+  check(d->reserve_scratch(needs), "reserve_scratch again");
+  ops::ScratchNeeds less = needs;
+  less.max_tokens = 1;
+  less.ffn.pop_back();
+  check(d->reserve_scratch(less), "reserve_scratch for less");
+  EXPECT_EQ(d->charged_bytes(), with_buffers);
+  // Past the budget: an error naming it, nothing charged. (A device with no scratch of its
+  // own, like the CPU device, cannot fail here.)
+  if (predicted > 0) {
+    auto small = open_with_budget(d->overhead_bytes() + predicted / 2);
+    const uint64_t c0 = small->charged_bytes();
+    Status st = small->reserve_scratch(needs);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("budget"), std::string::npos) << st.message();
+    EXPECT_LE(small->charged_bytes(), small->budget_bytes());
+    EXPECT_GE(small->charged_bytes(), c0);
+  }
 }
 
 // Row migration: update_rows writes the named host rows into the named slots, leaves every

@@ -94,18 +94,44 @@ TEST_F(VulkanHotCold, SplitAndMigrationGiveTheHostTokens) {
   ASSERT_EQ(mig.exit_code, 0) << mig.err;
   EXPECT_EQ(mig.out, host.out);
   EXPECT_FALSE(has(mig.err, " 0 swaps")) << mig.err;
-  // The plan fits the budget it was made for: bench's charged bytes stay within it.
-  CliResult b = run_hotcold(with({"bench", "-m", model_, "-p", "8", "-n", "8", "-r", "1",
-                                  "--no-membw", "--json", "--sparse"}, dev));
+  // What the planner predicts is what the device charges, to the byte (weights, KV cache,
+  // the session's buffers and the device's own operation scratch): a plan for bench's
+  // context (max(-p, -n) + 1 = 16 positions), then bench under it.
+  const std::string plan16 = dir.file("plan16.gguf");
+  p = run_hotcold({"plan", "-m", model_, "-c", "16", "--stats", stats_, "--vram-budget", gib,
+                   "-o", plan16, "--device", "vulkan:0", "--host-gbps", "0.5", "--dev-gbps", "400",
+                   "--link-gbps", "25", "--op-us", "0", "--sync-us", "0", "--granule", "4"});
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  unsigned long long predicted = 0, budget = 0, charged = 0;
+  ASSERT_EQ(std::sscanf(p.out.c_str() + p.out.find(" MiB budget ("), " MiB budget (%llu of %llu bytes)",
+                        &predicted, &budget), 2) << p.out;
+  CliResult b = run_hotcold({"bench", "-m", model_, "-p", "8", "-n", "15", "-r", "1",
+                             "--no-membw", "--json", "--sparse", "--plan", plan16, "--vram-budget",
+                             gib, "--device", "vulkan:0"});
   ASSERT_EQ(b.exit_code, 0) << b.err;
   EXPECT_TRUE(has(b.out, "\"hot_neurons\": ")) << b.out;
-  double charged = -1, budget = -1;
-  ASSERT_EQ(std::sscanf(b.out.c_str() + b.out.find("\"charged_mib\": "), "\"charged_mib\": %lf",
-                        &charged), 1) << b.out;
-  ASSERT_EQ(std::sscanf(b.out.c_str() + b.out.find("\"budget_mib\": "), "\"budget_mib\": %lf",
-                        &budget), 1) << b.out;
-  EXPECT_GT(charged, 0);
+  ASSERT_EQ(std::sscanf(b.out.c_str() + b.out.find("\"charged_bytes\": "),
+                        "\"charged_bytes\": %llu", &charged), 1) << b.out;
+  EXPECT_GT(charged, 0u);
+  EXPECT_EQ(charged, predicted);
   EXPECT_LE(charged, budget);
+}
+
+// A budget too small for anything: the planner places nothing and the run is the host's, with
+// nothing allocated on the device (no "cannot allocate").
+TEST_F(VulkanHotCold, ABudgetTooSmallForAnythingRunsOnTheHost) {
+  REQUIRE_VULKAN();
+  const std::vector<std::string> gen = {"run", "-m", model_, "-p", "Once", "-n", "16", "--temp",
+                                        "0", "--ids", "--sparse"};
+  CliResult host = run_hotcold(gen);
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  ScratchDir cache;
+  CliResult r = run_hotcold(with(gen, {"--stats", stats_, "--vram-budget", "0.00001", "--device",
+                                       "vulkan:0", "--plan-cache", cache.path()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, host.out);
+  EXPECT_TRUE(has(r.err, " 0 FFN neurons")) << r.err;
+  EXPECT_TRUE(has(r.err, "0.0 MiB charged")) << r.err;
 }
 
 TEST(VulkanCli, BadDeviceFlagsAndBudgetsAreClearErrors) {

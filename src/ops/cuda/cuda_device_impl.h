@@ -55,6 +55,8 @@ class CudaDevice final : public Device {
   Result<void*> alloc(uint64_t bytes, const char* what) override;
   uint64_t charge_bytes(uint64_t bytes) const override;
   void free(void* p) override;
+  uint64_t scratch_bytes(const ScratchNeeds& n) const override;
+  Status reserve_scratch(const ScratchNeeds& n) override;
   Result<void*> alloc_host(uint64_t bytes) override;
   void free_host(void* p) override;
   Status upload(void* dst, const void* host_src, uint64_t bytes) override;
@@ -102,6 +104,9 @@ class CudaDevice final : public Device {
   bool check_ffn(const char* op, const TensorView& gate, const TensorView& up,
                  const TensorView& down_t, int64_t n_tok);
   Status ensure_scratch(Scratch* s, uint64_t bytes, const char* what);
+  // What gemm_scratch_ and ffn_scratch_ grow to for operations as large as n (0: none).
+  void scratch_sizes(const ScratchNeeds& n, uint64_t* gemm, uint64_t* ffn) const;
+  uint64_t ffn_scratch_size(int64_t n_rows, int64_t n_embd) const;
   void free_scratch(Scratch* s);
 
   void matvec(const TensorView& w, const float* x, int64_t n_tok, float* y);

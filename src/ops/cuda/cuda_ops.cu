@@ -220,9 +220,7 @@ void CudaDevice::ffn(const char* op, const FfnArgs& a) {
   }
   const int n_split = down_splits(a.n_rows, n_embd);
   const uint64_t h_bytes = (static_cast<uint64_t>(kMaxVecTokens * a.n_rows) * 4 + 255) / 256 * 256;
-  const uint64_t part_bytes =
-      n_split > 1 ? static_cast<uint64_t>(n_split) * kMaxVecTokens * n_embd * 4 : 0;
-  const Status st = ensure_scratch(&ffn_scratch_, h_bytes + part_bytes, "ffn scratch");
+  const Status st = ensure_scratch(&ffn_scratch_, ffn_scratch_size(a.n_rows, n_embd), "ffn scratch");
   if (!st.ok()) return fail(op, st.message());
   float* h = static_cast<float*>(ffn_scratch_.p);  // [8, n_rows]: g, then h in place
   float* part = reinterpret_cast<float*>(static_cast<uint8_t*>(ffn_scratch_.p) + h_bytes);
@@ -230,6 +228,43 @@ void CudaDevice::ffn(const char* op, const FfnArgs& a) {
     ffn_group(a, t0, std::min(kMaxVecTokens, a.n_tok - t0), h, n_split, part);
   }
   check_launch(op);
+}
+
+// h [8, n_rows] (256-byte aligned), then the down splits [n_split, 8, n_embd] when n_split > 1.
+uint64_t CudaDevice::ffn_scratch_size(int64_t n_rows, int64_t n_embd) const {
+  if (n_rows <= 0) return 0;
+  const int n_split = down_splits(n_rows, n_embd);
+  const uint64_t h_bytes = (static_cast<uint64_t>(kMaxVecTokens * n_rows) * 4 + 255) / 256 * 256;
+  return h_bytes +
+         (n_split > 1 ? static_cast<uint64_t>(n_split) * kMaxVecTokens * n_embd * 4 : 0);
+}
+
+// Both grow with the operation (down_splits does not decrease with n_rows), so the largest
+// ones set them.
+void CudaDevice::scratch_sizes(const ScratchNeeds& n, uint64_t* gemm, uint64_t* ffn) const {
+  *gemm = *ffn = 0;
+  if (n.max_tokens > kGemmMinTokens) {  // gemm(): dequantised rows of non-F32 weights
+    for (const WeightShape& w : n.matmul)
+      if (w.type != GgmlType::F32)
+        *gemm = std::max(*gemm, std::min<uint64_t>(kGemmScratchBytes,
+                                                   static_cast<uint64_t>(w.ne0 * w.ne1) * 4));
+  }
+  for (const WeightShape& w : n.ffn) *ffn = std::max(*ffn, ffn_scratch_size(w.ne1, w.ne0));
+}
+
+uint64_t CudaDevice::scratch_bytes(const ScratchNeeds& n) const {
+  uint64_t gemm, ffn;
+  scratch_sizes(n, &gemm, &ffn);
+  return (gemm ? charge_bytes(gemm) : 0) + (ffn ? charge_bytes(ffn) : 0);
+}
+
+Status CudaDevice::reserve_scratch(const ScratchNeeds& n) {
+  select();
+  uint64_t gemm, ffn;
+  scratch_sizes(n, &gemm, &ffn);
+  if (gemm) HC_TRY(ensure_scratch(&gemm_scratch_, gemm, "matmul dequant scratch"));
+  if (ffn) HC_TRY(ensure_scratch(&ffn_scratch_, ffn, "ffn scratch"));
+  return Status::Ok();
 }
 
 // Tokens [t0, t0 + nt), nt <= kMaxVecTokens: gate pass, up pass, down.

@@ -336,6 +336,8 @@ class VulkanDevice final : public Device {
   }
   Result<void*> alloc(uint64_t bytes, const char* what) override;
   void free(void* p) override;
+  uint64_t scratch_bytes(const ScratchNeeds& n) const override;
+  Status reserve_scratch(const ScratchNeeds& n) override;
   Result<void*> alloc_host(uint64_t bytes) override;
   void free_host(void* p) override;
   Status upload(void* dst, const void* host_src, uint64_t bytes) override;
@@ -414,7 +416,12 @@ class VulkanDevice final : public Device {
   void dispatch(const char* op, int p, const void* pc, uint32_t pc_bytes, uint64_t groups,
                 uint32_t gy = 0);
   bool check_weight(const char* op, const char* name, const TensorView& w, int64_t ne0);
+  // Grows buf to at least bytes (kMinScratch at least; charged), waiting for queued work that
+  // may read the old one. ensure_scratch records a failure for op (reported at sync).
+  Status grow_scratch(Buf& buf, uint64_t bytes, const char* what);
   bool ensure_scratch(Buf& buf, uint64_t bytes, const char* op, const char* what);
+  // The sizes xq_ and scratch_ need for operations as large as n (0: none).
+  static void scratch_sizes(const ScratchNeeds& n, uint64_t* xq, uint64_t* ffn);
   // Queues the quantisation of x [n_tok, ne0] to vec_dot_type(type) into xq_ (reusing the
   // previous one when nothing has been queued since that could have changed x); returns the
   // address of the quantised rows and their stride, or false (failed, recorded).
@@ -1343,37 +1350,72 @@ void VulkanDevice::keep_xq(uint64_t seq, const float* x, int64_t nx, const float
   if (xq_seq_ == seq && (ye <= xb || yb >= xe)) xq_seq_ = ops_recorded_;
 }
 
-bool VulkanDevice::ensure_scratch(Buf& buf, uint64_t bytes, const char* op, const char* what) {
-  if (buf.size >= bytes) return true;
+constexpr uint64_t kMinScratch = 64 * 1024;  // no regrowing for every small increase
+
+Status VulkanDevice::grow_scratch(Buf& buf, uint64_t bytes, const char* what) {
+  if (buf.size >= bytes) return Status::Ok();
   if (buf.buf) {
-    if (!wait_all().ok()) return false;  // queued work may use the old one
+    HC_TRY(wait_all());  // queued work may use the old one
     std::lock_guard<std::mutex> lk(mem_mu_);
     charged_ -= buf.charged;
     real_ -= buf.real;
     destroy_buffer(buf);
     buf = Buf();
   }
-  bytes = std::max<uint64_t>(bytes, 64 * 1024);  // no regrowing for every small increase
+  bytes = std::max<uint64_t>(bytes, kMinScratch);
   const uint64_t charge = charge_bytes(bytes);
   {
     std::lock_guard<std::mutex> lk(mem_mu_);
-    if (charge > budget_ - std::min(budget_, charged_)) {
-      fail(op, std::string("cannot allocate ") + mib(charge) + " of " + what + " scratch: " +
-                   mib(charged_) + " of the " + mib(budget_) + " budget already in use");
-      return false;
-    }
+    if (charge > budget_ - std::min(budget_, charged_))
+      return Status::Error(std::string("cannot allocate ") + mib(charge) + " of " + what +
+                           " scratch: " + mib(charged_) + " of the " + mib(budget_) +
+                           " budget already in use");
   }
   auto b = make_buffer(bytes, /*host=*/false);
-  if (!b.ok()) {
-    fail(op, std::string(what) + " scratch: " + b.message());
-    return false;
-  }
+  if (!b.ok()) return Status::Error(std::string(what) + " scratch: " + b.message());
   buf = *b;
   buf.charged = charge;
   std::lock_guard<std::mutex> lk(mem_mu_);
   charged_ += charge;
   real_ += buf.real;
-  return true;
+  return Status::Ok();
+}
+
+bool VulkanDevice::ensure_scratch(Buf& buf, uint64_t bytes, const char* op, const char* what) {
+  if (buf.size >= bytes) return true;
+  Status st = grow_scratch(buf, bytes, what);
+  if (!st.ok()) fail(op, st.message());
+  return st.ok();
+}
+
+void VulkanDevice::scratch_sizes(const ScratchNeeds& n, uint64_t* xq, uint64_t* ffn) {
+  *xq = *ffn = 0;
+  const auto x_bytes = [&](const WeightShape& w) -> uint64_t {
+    if (xtype_of(w.type) == VkXType::kF32) return 0;  // read in place (quantize_x)
+    return static_cast<uint64_t>(n.max_tokens) *
+           static_cast<uint64_t>(row_bytes(quant::vec_dot_type(w.type), w.ne0));
+  };
+  for (const WeightShape& w : n.matmul) *xq = std::max(*xq, x_bytes(w));
+  for (const WeightShape& w : n.ffn) {
+    *xq = std::max(*xq, x_bytes(w));
+    *ffn = std::max(*ffn, static_cast<uint64_t>(kVkMaxVecTokens * w.ne1) * sizeof(float));
+  }
+}
+
+uint64_t VulkanDevice::scratch_bytes(const ScratchNeeds& n) const {
+  uint64_t xq, ffn;
+  scratch_sizes(n, &xq, &ffn);
+  return (xq ? charge_bytes(std::max(xq, kMinScratch)) : 0) +
+         (ffn ? charge_bytes(std::max(ffn, kMinScratch)) : 0);
+}
+
+Status VulkanDevice::reserve_scratch(const ScratchNeeds& n) {
+  if (!lost_.empty()) return Status::Error("vulkan device: device lost: " + lost_);
+  uint64_t xq, ffn;
+  scratch_sizes(n, &xq, &ffn);
+  if (xq) HC_TRY(grow_scratch(xq_, xq, "quantised activations").with_context("vulkan device"));
+  if (ffn) HC_TRY(grow_scratch(scratch_, ffn, "ffn").with_context("vulkan device"));
+  return Status::Ok();
 }
 
 void VulkanDevice::ffn_threshold(const TensorView& gate, const TensorView& up,

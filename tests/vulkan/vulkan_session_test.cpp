@@ -1,0 +1,128 @@
+// What a device session charges on the Vulkan device (lavapipe in CI), which has operation
+// scratch of its own (quantised activations, an FFN's h) as a GPU has: after
+// DeviceSession::create the device holds exactly the placement's weights, the KV cache and
+// DeviceSession::scratch_bytes(dm) (its buffers and the reserved operation scratch), running the
+// model charges nothing more, the planners' estimate (scratch_bytes from the model alone) is
+// never below it and equals it where it assumes nothing (every neuron of a layer hot), and a
+// placement with nothing on the device charges nothing at all.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../model/tiny_model.h"
+#include "model/device_model.h"
+#include "model/llama_forward.h"
+#include "model/sparse_ffn.h"
+#include "ops/device.h"
+#include "vulkan_test_util.h"
+
+namespace hc {
+namespace {
+
+using testing::TinyModel;
+using testing::TinyModelSpec;
+
+std::shared_ptr<ops::Device> open_vulkan() {
+  ops::DeviceOptions o;
+  o.kind = ops::DeviceKind::kVulkan;
+  o.vulkan_index = 0;
+  auto d = ops::open_device(o);
+  EXPECT_TRUE(d.ok()) << d.message();
+  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
+}
+
+struct Case {
+  const char* name;
+  int ngl;
+  bool attn;
+  int hot_step;  // neurons i % hot_step == 0 of every layer on the device; 0 = none
+  bool planner_exact;  // the planners' estimate for these flags is exact
+};
+
+TEST(VulkanSession, ChargesExactlyWhatItPredictsAndNothingMoreWhileItRuns) {
+  REQUIRE_VULKAN();
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::F16}) {
+    TinyModelSpec spec;
+    spec.wtype = t;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.n_layer = 3;
+    spec.activation = "relu";
+    TinyModel tm(spec);
+    auto bytes = tm.bytes();
+    auto m = testing::load_tiny(bytes, /*repack=*/true);
+    ASSERT_TRUE(m);
+    SparseOptions so;
+    so.max_union_share = 1.0;
+    auto sparse = SparseFfn::build(*m, so);
+    ASSERT_TRUE(sparse.ok()) << sparse.message();
+    const LlamaHParams& hp = m->hparams();
+    const Case cases[] = {
+        {"-ngl 99", 99, false, 0, true},
+        {"-ngl 1", 1, false, 0, true},
+        {"attention + every neuron", 0, true, 1, true},
+        {"attention + even neurons", 0, true, 2, false},
+        {"even neurons only", 0, false, 2, false},
+        {"nothing", 0, false, 0, true},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + c.name);
+      auto dev = open_vulkan();  // fresh: no scratch yet
+      ASSERT_TRUE(dev);
+      DevicePlacement p;
+      p.n_gpu_layers = c.ngl;
+      if (c.attn) p.attn.assign(static_cast<size_t>(hp.n_layer), 1);
+      if (c.hot_step > 0) {
+        p.hot.resize(static_cast<size_t>(hp.n_layer));
+        for (auto& h : p.hot)
+          for (int32_t i = 0; i < hp.n_ff; i += c.hot_step) h.push_back(i);
+      }
+      const bool sparse_run = c.hot_step > 0;
+      auto dm = DeviceModel::build(*m, sparse_run ? sparse->get() : nullptr, dev, p);
+      ASSERT_TRUE(dm.ok()) << dm.message();
+      const uint64_t weights = dev->charged_bytes();
+      EXPECT_EQ(weights, (*dm)->weight_bytes());
+      const int n_ctx = 32;
+      auto ds = DeviceSession::create(**dm, n_ctx, kForwardUbatch);
+      ASSERT_TRUE(ds.ok()) << ds.message();
+      const uint64_t scratch = DeviceSession::scratch_bytes(**dm, kForwardUbatch);
+      const uint64_t session = dev->charged_bytes() - weights;
+      EXPECT_EQ(session, (*ds)->kv_bytes() + scratch);
+      const bool on_device = c.ngl > 0 || c.attn || c.hot_step > 0;
+      if (on_device) {
+        EXPECT_GT(scratch, 0u);
+      } else {
+        EXPECT_EQ(session, 0u);
+      }
+      // The planners' estimate from the model and the kinds of things placed.
+      const bool any_attn = c.attn || c.ngl > 0, dense = c.ngl > 0, hot = c.hot_step > 0;
+      const bool output = c.ngl > hp.n_layer;
+      const uint64_t planned = DeviceSession::scratch_bytes(*dev, *m, kForwardUbatch, any_attn,
+                                                            dense, hot, output);
+      EXPECT_GE(planned, scratch);
+      if (c.planner_exact) {
+        EXPECT_EQ(planned, scratch);
+      }
+      // Running a prompt and a few decode steps charges nothing more.
+      KvCache cache(hp.n_layer, n_ctx, int64_t{hp.n_head_kv} * hp.head_dim);
+      ForwardScratch s;
+      s.sparse = sparse_run ? sparse->get() : nullptr;
+      s.device = ds->get();
+      ThreadPool pool(2);
+      const std::vector<int32_t> toks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18};
+      std::vector<float> logits;
+      Status st = llama_forward(*m, cache, s, pool, std::span(toks.data(), 9), 0, true, &logits);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (int i = 9; i < static_cast<int>(toks.size()); ++i) {
+        st = llama_forward(*m, cache, s, pool, std::span(&toks[i], 1), i, false, &logits);
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      EXPECT_EQ(dev->charged_bytes(), weights + session);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hc
