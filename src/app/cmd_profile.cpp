@@ -110,7 +110,7 @@ Status profile(const ProfileFlags& f) {
   HC_ASSIGN_OR_RETURN(std::string text, read_text_file(f.file));
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
   const LlamaHParams& hp = model->hparams();
-  const bool relu = hp.ffn_act == FfnActivation::kRelu;
+  const bool relu = relu_family(hp.ffn_act);
   const int n_ctx = f.model.ctx;
   const std::vector<int32_t> tokens =
       model->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);

@@ -54,7 +54,7 @@ bool same_file(const std::string& a, const std::string& b) {
 
 // Per layer firing thresholds on |act|: 0 for ReLU models; from the profile for SiLU models.
 Result<std::vector<float>> firing_thresholds(const TrainFlags& f, const LlamaHParams& hp) {
-  if (hp.ffn_act == FfnActivation::kRelu) {
+  if (relu_family(hp.ffn_act)) {
     if (!f.stats.empty())
       HC_LOG_WARN(
           "train-predictor: ReLU model: --stats / --sparsity ignored, a neuron fires "
@@ -89,7 +89,7 @@ Result<std::unique_ptr<PredictorSampler>> collect(const TrainFlags& f,
   HC_LOG_INFO(
       "train-predictor: %zu tokens, %d chunks of %d, %s activations; up to %lld samples "
       "per layer (%.1f MiB in all)",
-      tokens.size(), n_chunk, n_ctx, hp.ffn_act == FfnActivation::kRelu ? "relu" : "silu",
+      tokens.size(), n_chunk, n_ctx, activation_name(hp.ffn_act),
       static_cast<long long>(cap),
       static_cast<double>(PredictorSamples::bytes_for(hp.n_embd, hp.n_ff, cap)) * hp.n_layer /
           1048576.0);
@@ -326,7 +326,7 @@ Status train_predictor(const TrainFlags& f) {
     std::printf(
         "hotcold train-predictor: %s, %s activations, %lld tokens seen, %lld samples "
         "per layer, target recall %.4g\n",
-        f.model.model.c_str(), hp.ffn_act == FfnActivation::kRelu ? "relu" : "silu",
+        f.model.model.c_str(), activation_name(hp.ffn_act),
         static_cast<long long>(sampler->layer(0).seen()),
         static_cast<long long>(sampler->layer(0).size()), f.target_recall);
     print_table(layers);

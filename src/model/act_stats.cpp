@@ -16,8 +16,6 @@ namespace {
 constexpr char kArch[] = "hotcold-stats";
 constexpr uint32_t kVersion = 1;
 
-const char* activation_name(FfnActivation a) { return a == FfnActivation::kRelu ? "relu" : "silu"; }
-
 // log2(a) to within 0.008 (the exponent, and log2 of the mantissa 1 + x as the quadratic
 // x + 0.3466 x (1 - x)): enough to land within a bin, which bin_of corrects against the edges.
 inline float rough_log2(float a) {
@@ -286,7 +284,9 @@ Result<ActStats> ActStats::from_gguf(const GgufFile& g) {
   HC_ASSIGN_OR_RETURN(float sparsity, g.get_f32_or("hotcold.stats.sparsity_target", 0.0f));
 
   ActStats s(static_cast<int>(n_layer), n_ff,
-             act_s == "relu" ? FfnActivation::kRelu : FfnActivation::kSilu);
+             act_s == "relu"    ? FfnActivation::kRelu
+             : act_s == "drelu" ? FfnActivation::kDRelu
+                                : FfnActivation::kSilu);
   s.set_hist_layout(hist_min, static_cast<int>(bpd), static_cast<int>(n_bins));
   s.set_sparsity_target(sparsity);
   s.n_tokens_ = n_tokens;

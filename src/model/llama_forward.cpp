@@ -201,6 +201,7 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
     float* g = s.gate + t * hp.n_ff;
     const float* u = s.up + t * hp.n_ff;
     if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
+    else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, hp.n_ff);
     else ops::swiglu(g, u, hp.n_ff);
   }
   // ffn_down_dense reuses s.in as its scratch, so it inherits s.in's matmul mode.

@@ -29,24 +29,34 @@ std::string lower(std::string s) {
   return s;
 }
 
-// ReLU-family checkpoints (ReluLLaMA, ProSparse, Bamboo) reuse the llama architecture.
-// The activation is declared by our key `<arch>.feed_forward_activation` or
-// `hotcold.ffn_activation`; without it, the model name is the only hint those files carry.
+// The FFN activation, in this order:
+//   - our key `<arch>.feed_forward_activation` or `hotcold.ffn_activation` (relu, drelu, silu);
+//   - the `bamboo` architecture (Bamboo, TurboSparse) is dReLU, as PowerInfer computes it
+//     (llama.cpp: LLM_FFN_SYM with LLM_FFN_RELU, dense and sparse alike);
+//   - a PowerInfer file (magic "PWRI") of the llama architecture is ReGLU whatever its name:
+//     PowerInfer's sparse path always applies ReLU to the gate (llm_build_ffn_sparse);
+//   - ReLU-family checkpoints converted as plain llama GGUF carry only their name as a hint:
+//     "bamboo" / "turbosparse" dReLU, "relu" / "prosparse" ReGLU;
+//   - else SiLU (llama.cpp's llama).
 Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& arch) {
   for (const std::string& key : {arch + ".feed_forward_activation", std::string("hotcold.ffn_activation")}) {
     if (!f.find(key)) continue;
     HC_ASSIGN_OR_RETURN(std::string act, f.get_string(key));
     act = lower(act);
     if (act == "relu") return FfnActivation::kRelu;
+    if (act == "drelu") return FfnActivation::kDRelu;
     if (act == "silu" || act == "swiglu") return FfnActivation::kSilu;
-    return Status::Error("metadata '" + key + "': expected 'relu' or 'silu', found '" + act + "'");
+    return Status::Error("metadata '" + key + "': expected 'relu', 'drelu' or 'silu', found '" +
+                         act + "'");
   }
-  if (arch == "bamboo") return FfnActivation::kRelu;
+  if (arch == "bamboo") return FfnActivation::kDRelu;
+  if (f.powerinfer_magic) return FfnActivation::kRelu;
   const GgufValue* name = f.find("general.name");
   if (name && !name->is_array() && std::holds_alternative<std::string>(name->scalar)) {
     const std::string n = lower(std::get<std::string>(name->scalar));
-    if (n.find("relu") != std::string::npos || n.find("prosparse") != std::string::npos ||
-        n.find("bamboo") != std::string::npos)
+    if (n.find("bamboo") != std::string::npos || n.find("turbosparse") != std::string::npos)
+      return FfnActivation::kDRelu;
+    if (n.find("relu") != std::string::npos || n.find("prosparse") != std::string::npos)
       return FfnActivation::kRelu;
   }
   return FfnActivation::kSilu;
@@ -74,6 +84,10 @@ Status positive(const char* what, int v) {
 }
 
 }  // namespace
+
+const char* activation_name(FfnActivation a) {
+  return a == FfnActivation::kRelu ? "relu" : a == FfnActivation::kDRelu ? "drelu" : "silu";
+}
 
 Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   LlamaHParams hp;

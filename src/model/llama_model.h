@@ -15,7 +15,15 @@
 
 namespace hc {
 
-enum class FfnActivation { kSilu, kRelu };
+// The FFN's gated activation h = f(gate . x, up . x):
+//   kSilu   SwiGLU  silu(g) * u        (llama.cpp's llama)
+//   kRelu   ReGLU   relu(g) * u        (ReluLLaMA, ProSparse; PowerInfer's sparse llama)
+//   kDRelu  dReLU   relu(g) * relu(u)  (Bamboo, TurboSparse: PowerInfer's bamboo, LLM_FFN_SYM)
+// The ReLU family fires neuron i for a token when relu(g) > 0 (exactly sparse); dReLU's h is
+// also zero where u <= 0.
+enum class FfnActivation { kSilu, kRelu, kDRelu };
+inline bool relu_family(FfnActivation a) { return a != FfnActivation::kSilu; }
+const char* activation_name(FfnActivation a);
 
 struct LlamaHParams {
   std::string arch;      // general.architecture

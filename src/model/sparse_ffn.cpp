@@ -31,7 +31,7 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
       return Status::Error("sparse FFN: expected " + std::to_string(hp.n_layer) +
                            " per-layer predictor thresholds, found " +
                            std::to_string(opt.predictor_thresholds.size()));
-  } else if (opt.thresholds.empty() && hp.ffn_act != FfnActivation::kRelu)
+  } else if (opt.thresholds.empty() && !relu_family(hp.ffn_act))
     return Status::Error(
         "exact-ReLU sparsity needs a ReLU-family model, but this model's FFN uses SiLU: give "
         "per-layer thresholds (e.g. --sparsity 0.5 with --stats STATS.gguf from hotcold profile)");
@@ -83,6 +83,7 @@ uint64_t all_bytes(const TensorView& t) { return rows_bytes(t, t.ne1); }
 
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
+  else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, n);
   else ops::swiglu(g, u, n);
 }
 
@@ -96,14 +97,39 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_tok = in.n_tok(), n_idx = static_cast<int64_t>(sc.idx.size());
   ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
-  sc.stats.bytes += rows_bytes(L.ffn_up, n_idx) + rows_bytes(sparse.down_t(il), n_idx);
+  sc.stats.bytes += rows_bytes(L.ffn_up, n_idx);
   for (int64_t t = 0; t < n_tok; ++t) {
     float* h = sc.gs.data() + t * n_idx;
     apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
     for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
       if (!fired(t, j)) h[j] = 0.0f;
   }
-  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, out, pool);
+  int64_t n_down = n_idx;
+  if (hp.ffn_act == FfnActivation::kDRelu) {
+    // dReLU zeroes h where up <= 0 too: the down projection reads only the neurons some token
+    // has a non-zero h for (a zero h adds nothing: the same sum, fewer rows read).
+    sc.mark.assign(static_cast<size_t>(n_idx), 0);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_idx; ++j) {
+        const bool on = sc.gs[t * n_idx + j] != 0.0f;
+        sc.mark[j] |= on;
+        sc.stats.active += on;
+      }
+    n_down = 0;
+    for (int64_t j = 0; j < n_idx; ++j) {
+      if (!sc.mark[j]) continue;
+      sc.idx[n_down] = sc.idx[j];
+      for (int64_t t = 0; t < n_tok; ++t) sc.gs[t * n_idx + n_down] = sc.gs[t * n_idx + j];
+      ++n_down;
+    }
+    // Rows are now n_down apart: pack each token's h to that stride (token 0 is in place).
+    for (int64_t t = 1; t < n_tok; ++t)
+      std::memmove(sc.gs.data() + t * n_down, sc.gs.data() + t * n_idx,
+                   static_cast<size_t>(n_down) * sizeof(float));
+    sc.idx.resize(static_cast<size_t>(n_down));
+  }
+  sc.stats.bytes += rows_bytes(sparse.down_t(il), n_down);
+  ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_down, sc.gs.data(), n_tok, out, pool);
 }
 
 // Layer il's FFN over candidate neurons whose firing is known: cfire [n_tok, n_cand] says
@@ -206,7 +232,7 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
 }
 
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {
-  if (kind == FfnActivation::kRelu) {
+  if (relu_family(kind)) {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
   } else {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] / (1.0f + std::exp(-gate[i]));

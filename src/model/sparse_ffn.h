@@ -27,6 +27,7 @@
 #include "model/ffn_observer.h"
 #include "model/llama_model.h"
 #include "ops/cpu/matmul.h"
+#include "ops/device.h"
 
 namespace hc {
 
@@ -76,6 +77,10 @@ struct SparseStats {
   uint64_t neurons = 0;        // neurons x tokens x layers seen
   uint64_t fired = 0;          // of which fired (per token)
   uint64_t computed = 0;       // neurons x tokens computed by up / down (union sets included)
+  // dReLU: neurons x tokens whose h = relu(gate) * relu(up) is not zero (gate AND up
+  // positive); the sparse down projection reads only the rows of neurons some token of the
+  // call has there. Counted on the host's sparse path (0 for other activations).
+  uint64_t active = 0;
   uint64_t dense_batches = 0;  // layer calls that fell back to the dense FFN
   // Hybrid layers (model/device_model.h): neurons x tokens computed on the second device (all
   // of its held neurons with thresholds; the predicted ones with a predictor). `computed` counts
@@ -87,6 +92,10 @@ struct SparseStats {
   uint64_t bytes = 0;
   uint64_t device_bytes = 0;
   double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
+  // dReLU: the share of neurons x tokens with a zero h (gate or up not positive).
+  double active_sparsity() const {
+    return neurons ? 1.0 - double(active) / double(neurons) : 0.0;
+  }
 };
 
 // Watches the sparse FFN's decisions for online statistics and threshold control
@@ -138,8 +147,15 @@ void ffn_down_dense(const LlamaLayerWeights& L, const float* h, int64_t n_tok, f
                     ThreadPool& pool, ops::MatmulInput& in, std::vector<int32_t>& iota);
 
 // act[i] = act(gate[i]) for the firing test and observers (scalar SiLU: the products with up
-// are rounded as ggml's swiglu by ops::swiglu, not by this).
+// are rounded as ggml's swiglu by ops::swiglu, not by this; ReLU for ReGLU and dReLU).
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n);
+
+// The device's GluKind for a model's FFN activation.
+inline ops::GluKind glu_kind(FfnActivation a) {
+  return a == FfnActivation::kRelu    ? ops::GluKind::kRelu
+         : a == FfnActivation::kDRelu ? ops::GluKind::kDRelu
+                                      : ops::GluKind::kSilu;
+}
 
 // Layer il's FFN for the n_tok tokens whose normed inputs `in` holds: out = [n_tok, n_embd].
 // gate and up are [n_tok, n_ff] scratch. Same function as the dense FFN when every threshold is

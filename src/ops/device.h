@@ -57,8 +57,9 @@ struct DeviceProfile {
   double sync_us = 0;     // one host round trip: queue, sync, return
 };
 
-// Which FFN activation a device applies: act(gate) * up.
-enum class GluKind { kSilu, kRelu };
+// Which FFN activation a device applies: act(gate) * up (kSilu, kRelu) or relu(gate) *
+// relu(up) (kDRelu). A neuron's firing test uses act(gate): SiLU, or ReLU for both ReLU kinds.
+enum class GluKind { kSilu = 0, kRelu = 1, kDRelu = 2 };  // the values: kernels' glu_kind
 
 // A weight an operation reads: its type and shape [ne1 rows, ne0].
 struct WeightShape {
@@ -160,7 +161,8 @@ class Device {
   virtual void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t,
                          int pos0, int64_t n_tok, const AttentionShape& shape, float scale,
                          float* out) = 0;
-  // gate[t, i] = act(gate[t, i]) * up[t, i] for n_tok rows of n (ggml's swiglu / reglu).
+  // gate[t, i] = act(gate[t, i]) * up[t, i] for n_tok rows of n (ggml's swiglu / reglu), or
+  // relu(gate) * relu(up) (kDRelu).
   virtual void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
@@ -170,8 +172,9 @@ class Device {
   // down projection); x [n_tok, n_embd] the normed FFN input; out [n_tok, n_embd] overwritten.
   //
   // ffn_threshold: every held neuron; neuron j fires for token t when
-  //   |act(gate_j . x_t)| > threshold; out[t] = sum over fired j of act(g) * (up_j . x_t) *
-  //   down_t[j]. (ReLU with threshold 0 is the exact FFN over these neurons.)
+  //   |act(gate_j . x_t)| > threshold; out[t] = sum over fired j of glu(g, up_j . x_t) *
+  //   down_t[j], glu as glu() computes it. (ReLU / dReLU with threshold 0 is the exact FFN over
+  //   these neurons.)
   virtual void ffn_threshold(const TensorView& gate, const TensorView& up,
                              const TensorView& down_t, const float* x, int64_t n_tok,
                              float threshold, GluKind kind, float* out) = 0;

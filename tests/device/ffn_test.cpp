@@ -60,7 +60,8 @@ Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok
       const double a = act(g.value, kind);
       const double share = fires(t, k, a, g.bound);
       if (share == 0) continue;
-      const double h = a * u.value;
+      // dReLU: relu(g) * relu(u); relu moves by no more than its argument, so u's bound holds.
+      const double h = a * (kind == ops::GluKind::kDRelu ? std::max(u.value, 0.0) : u.value);
       const double eh = 1.1 * g.bound * std::fabs(u.value) + std::fabs(a) * u.bound +
                         g.bound * u.bound + 8 * kU * std::fabs(h);
       const float* d = w.down_t.row(rows[k]);
@@ -138,6 +139,8 @@ TEST_F(DeviceFfn, ThresholdEveryTypeMatchesScalarReconstruction) {
       for (int64_t n_tok : {1, 3, 8, 17}) {
         run_threshold(dev, w, n_tok, ops::GluKind::kSilu, false, ++seed);
         run_threshold(dev, w, n_tok, ops::GluKind::kRelu, true, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kDRelu, true, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kDRelu, false, ++seed);
       }
     }
   }
@@ -165,7 +168,7 @@ void run_rows(ops::Device* dev, const Weights& w, int64_t n_tok, double share, u
   auto dfire = to_device(dev, fire);
   const std::vector<float> garbage(static_cast<size_t>(n_tok * n_embd), 1e30f);
   auto out = to_device(dev, garbage);  // overwritten, even with no neurons
-  for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu}) {
+  for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu, ops::GluKind::kDRelu}) {
     dev->ffn_rows(w.gate.view(), w.up.view(), w.down_t.view(), dx->as<float>(), n_tok,
                   didx->as<int32_t>(), n_idx, dfire->as<uint8_t>(), kind, out->as<float>());
     check(dev->sync(), "ffn_rows");

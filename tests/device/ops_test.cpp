@@ -182,7 +182,7 @@ TEST_F(DeviceOps, GluMatchesHost) {
     for (int64_t n_tok : {1, 3}) {
       const auto g = randn(static_cast<size_t>(n_tok * n), 51, 3.0f);
       const auto u = randn(static_cast<size_t>(n_tok * n), 52);
-      for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu}) {
+      for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu, ops::GluKind::kDRelu}) {
         auto dg = to_device(dev, g);
         auto du = to_device(dev, u);
         dev->glu(dg->as<float>(), du->as<float>(), n_tok, n, kind);
@@ -192,14 +192,16 @@ TEST_F(DeviceOps, GluMatchesHost) {
         for (int64_t t = 0; t < n_tok; ++t) {
           if (kind == ops::GluKind::kSilu) {
             ops::swiglu(ref.data() + t * n, u.data() + t * n, n);
-          } else {
+          } else if (kind == ops::GluKind::kRelu) {
             ops::reglu(ref.data() + t * n, u.data() + t * n, n);
+          } else {
+            ops::dreglu(ref.data() + t * n, u.data() + t * n, n);
           }
         }
         for (size_t i = 0; i < ref.size(); ++i) {
           // exp (2 ulp on either side) and the division and product round: 16 u relative.
           ASSERT_NEAR(got[i], ref[i], 16 * kU * std::fabs(ref[i]) + 1e-30)
-              << (kind == ops::GluKind::kSilu ? "silu" : "relu") << " n " << n << " i " << i;
+              << static_cast<int>(kind) << " n " << n << " i " << i;
         }
       }
     }

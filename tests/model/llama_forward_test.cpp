@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
@@ -156,6 +157,78 @@ TEST(Forward, ReluModelsUseReglu) {
   double diff = 0;
   for (size_t i = 0; i < la.size(); ++i) diff += std::fabs(la[i] - lb[i]);
   EXPECT_GT(diff, 1e-3);
+}
+
+// dReLU (relu(gate) * relu(up)) and where each activation comes from: our metadata key, the
+// bamboo architecture (PowerInfer's dReLU), a PowerInfer "PWRI" llama file (ReGLU whatever its
+// name), the model name of a plain llama GGUF, else SiLU.
+TEST(Forward, ActivationFollowsMetadataArchitecturePowerInferAndName) {
+  TinyModelSpec spec;
+  auto activation_of = [&](const std::string& arch, const std::string& key_value,
+                           const std::string& name, bool pwri, Status* err = nullptr)
+      -> std::pair<FfnActivation, std::vector<float>> {
+    TinyModel tm(spec);  // same seed: identical weights every time
+    GgufWriter& w = tm.writer();
+    if (!key_value.empty()) w.set("hotcold.ffn_activation", GgufValue::str(key_value));
+    if (!name.empty()) w.set("general.name", GgufValue::str(name));
+    if (arch != "llama") {
+      w.set("general.architecture", GgufValue::str(arch));
+      const std::string a = arch + ".";
+      w.set(a + "context_length", GgufValue::u32(spec.n_ctx));
+      w.set(a + "embedding_length", GgufValue::u32(spec.n_embd));
+      w.set(a + "block_count", GgufValue::u32(spec.n_layer));
+      w.set(a + "feed_forward_length", GgufValue::u32(spec.n_ff));
+      w.set(a + "attention.head_count", GgufValue::u32(spec.n_head));
+      w.set(a + "attention.head_count_kv", GgufValue::u32(spec.n_head_kv));
+      w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+    }
+    auto bytes = tm.bytes();
+    if (pwri) std::memcpy(bytes.data(), "PWRI", 4);
+    auto f = parse_gguf(bytes);
+    EXPECT_TRUE(f.ok()) << f.message();
+    auto m = LlamaModel::from_gguf(std::move(f).value());
+    if (err) *err = m.status();
+    if (!m.ok()) return {FfnActivation::kSilu, {}};
+    return {(*m)->hparams().ffn_act, decode_one_by_one(**m, {1, 4, 5}, 1)};
+  };
+  const auto silu = activation_of("llama", "", "", false);
+  const auto relu = activation_of("llama", "relu", "", false);
+  const auto drelu = activation_of("llama", "drelu", "", false);
+  EXPECT_EQ(silu.first, FfnActivation::kSilu);
+  EXPECT_EQ(relu.first, FfnActivation::kRelu);
+  EXPECT_EQ(drelu.first, FfnActivation::kDRelu);
+  // Three different functions of the same weights.
+  auto l1 = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d += std::fabs(a[i] - b[i]);
+    return d;
+  };
+  EXPECT_GT(l1(drelu.second, relu.second), 1e-3);
+  EXPECT_GT(l1(drelu.second, silu.second), 1e-3);
+  // bamboo is dReLU: the very same logits as the key says.
+  const auto bamboo = activation_of("bamboo", "", "", false);
+  EXPECT_EQ(bamboo.first, FfnActivation::kDRelu);
+  EXPECT_EQ(bamboo.second, drelu.second);
+  EXPECT_EQ(activation_of("bamboo", "", "", true).first, FfnActivation::kDRelu);
+  // A PWRI llama file is ReGLU, whatever its name; the same bytes as GGUF are SiLU.
+  const auto pwri = activation_of("llama", "", "Llama-2-7b-chat", true);
+  EXPECT_EQ(pwri.first, FfnActivation::kRelu);
+  EXPECT_EQ(pwri.second, relu.second);
+  EXPECT_EQ(activation_of("llama", "", "Llama-2-7b-chat", false).first, FfnActivation::kSilu);
+  // Plain llama GGUF of a ReLU-family checkpoint: its name.
+  EXPECT_EQ(activation_of("llama", "", "TurboSparse-Mistral-7B", false).first,
+            FfnActivation::kDRelu);
+  EXPECT_EQ(activation_of("llama", "", "Bamboo-7B-base", false).first, FfnActivation::kDRelu);
+  EXPECT_EQ(activation_of("llama", "", "ReluLLaMA-7B", false).first, FfnActivation::kRelu);
+  EXPECT_EQ(activation_of("llama", "", "ProSparse-LLaMA-2-13B", false).first,
+            FfnActivation::kRelu);
+  // The key wins over everything; a value it does not know is an error naming the choices.
+  EXPECT_EQ(activation_of("bamboo", "silu", "", true).first, FfnActivation::kSilu);
+  Status err = Status::Ok();
+  activation_of("llama", "gelu", "", false, &err);
+  EXPECT_FALSE(err.ok());
+  EXPECT_NE(err.message().find("'drelu'"), std::string::npos) << err.message();
+  EXPECT_NE(err.message().find("'gelu'"), std::string::npos) << err.message();
 }
 
 TEST(Forward, TiedOutputUsesEmbeddings) {

@@ -48,14 +48,19 @@ float max_abs(const std::vector<float>& v) {
   return m;
 }
 
-class SparseFfnTypes : public ::testing::TestWithParam<GgmlType> {};
+// Weight type x activation: ReGLU (relu(g) * u) or dReLU (relu(g) * relu(u), Bamboo).
+class SparseFfnTypes : public ::testing::TestWithParam<std::tuple<GgmlType, const char*>> {
+ protected:
+  GgmlType type() const { return std::get<0>(GetParam()); }
+  bool drelu() const { return std::string(std::get<1>(GetParam())) == "drelu"; }
+};
 
 TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
   TinyModelSpec spec;
-  spec.wtype = GetParam();
+  spec.wtype = type();
   spec.n_embd = 256;
   spec.n_ff = 512;
-  spec.activation = "relu";
+  spec.activation = std::get<1>(GetParam());
   TinyModel tm(spec);
   auto bytes = tm.bytes();
   auto m = load(bytes);
@@ -67,8 +72,12 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
     // quantises h before the down matmul (Q8_0 / Q8_1 per 32 values; Q8_K per 256 for Q4_K,
     // the coarsest), where the sparse sum takes h in float; this 2-layer random model amplifies
     // either rounding to ~1% of its largest logit.
-    const GgmlType t = GetParam();
-    const float rel = t == GgmlType::F32 || t == GgmlType::F16 ? 2e-3f : 3e-2f;
+    const GgmlType t = type();
+    // dReLU measures 1.1-2.5x ReLU's difference (largest of logits: Q4_K 5.2% vs 2.0%, Q4_0
+    // 4.1% vs 3.0%, F16 0.15% vs 0.07%; F32 0 for both, so the function is the same): a
+    // skipped row adds exactly +0.0 on either side, what differs is the same two roundings
+    // of h and down on the dense and sparse sides.
+    const float rel = t == GgmlType::F32 || t == GgmlType::F16 ? 2e-3f : drelu() ? 7e-2f : 3e-2f;
     const float tol = rel * (1.0f + max_abs(dense));
     for (double share : {1.0, 0.0}) {  // always sparse / always the dense fallback
       SparseOptions opt;
@@ -79,12 +88,12 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
         SparseStats st;
         const auto got = run(*m, sp->get(), batch, nt, &st);
         ASSERT_EQ(got.size(), dense.size());
-        if (share == 0.0 && GetParam() != GgmlType::F16 && GetParam() != GgmlType::F32) {
+        if (share == 0.0 && type() != GgmlType::F16 && type() != GgmlType::F32) {
           // The fallback runs the dense FFN itself: the same bits.
           ASSERT_EQ(0, std::memcmp(got.data(), dense.data(), got.size() * sizeof(float)));
         }
         for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], dense[i], tol) << dtype_name(GetParam()) << " batch " << batch << " at " << i;
+          ASSERT_NEAR(got[i], dense[i], tol) << dtype_name(type()) << " batch " << batch << " at " << i;
         // Random ReLU weights fire about half their neurons; the counters see it.
         EXPECT_GT(st.sparsity(), 0.2);
         EXPECT_LT(st.sparsity(), 0.8);
@@ -102,19 +111,33 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
           EXPECT_EQ(st.bytes, calls * (gate_all + rows_bytes(L0.ffn_up, L0.ffn_up.ne1) +
                                        rows_bytes(down, down.ne1)));
         } else if (batch == 1) {
-          EXPECT_EQ(st.bytes, calls * gate_all + st.computed * uint64_t(L0.ffn_up.nb1 +
-                                                                         (*sp)->down_t(0).nb1));
+          const uint64_t down_rows = drelu() ? st.active : st.computed;
+          EXPECT_EQ(st.bytes, calls * gate_all + st.computed * uint64_t(L0.ffn_up.nb1) +
+                                  down_rows * uint64_t((*sp)->down_t(0).nb1));
         }
         EXPECT_EQ(st.device_bytes, 0u);
+        if (drelu() && share == 1.0) {
+          // dReLU: up <= 0 zeroes about half the fired neurons' h again, and the down
+          // projection skips them (the byte count above).
+          EXPECT_GT(st.active, 0u);
+          EXPECT_LT(st.active, st.fired * 3 / 4);
+          EXPECT_GT(st.active_sparsity(), st.sparsity() + 0.1);
+        } else {
+          EXPECT_EQ(st.active, 0u);
+        }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, SparseFfnTypes,
-                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
-                                           GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(
+    Types, SparseFfnTypes,
+    ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
+                                         GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q4_K),
+                       ::testing::Values("relu", "drelu")),
+    [](const auto& info) {
+      return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
+    });
 
 TEST(SparseFfn, ThresholdsOnSwigluSkipTheSmallActivations) {
   TinyModelSpec spec;

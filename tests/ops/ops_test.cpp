@@ -188,6 +188,13 @@ TEST(Ops, SoftmaxSwigluReglu) {
   ops::reglu(g2.data(), u.data(), 3);
   EXPECT_EQ(g2[0], 0.f);
   EXPECT_EQ(g2[2], 6.f);
+  // dReLU: relu(g) * relu(u); where reglu keeps g * u for a negative u, dreglu gives 0.
+  std::vector<float> dg = {-1.f, 2.f, 2.f, 0.f, 0.5f}, du = {3.f, -3.f, 3.f, 1.f, 0.f};
+  auto rg = dg;
+  ops::dreglu(dg.data(), du.data(), 5);
+  ops::reglu(rg.data(), du.data(), 5);
+  EXPECT_EQ(dg, (std::vector<float>{0.f, 0.f, 6.f, 0.f, 0.f}));
+  EXPECT_EQ(rg[1], -6.f);
 }
 
 }  // namespace

@@ -377,10 +377,11 @@ class CpuDevice final : public Device {
 
   static void glu_row(float* g, const float* u, int64_t n, GluKind kind) {
     if (kind == GluKind::kRelu) ops::reglu(g, u, n);
+    else if (kind == GluKind::kDRelu) ops::dreglu(g, u, n);
     else ops::swiglu(g, u, n);
   }
   static float act_of(float g, GluKind kind) {
-    return kind == GluKind::kRelu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
+    return kind != GluKind::kSilu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
   }
 
   // The host's attention for the same batch: blocked GEMMs for a prompt batch, ggml's

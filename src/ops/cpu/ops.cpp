@@ -57,6 +57,13 @@ void reglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
 }
 
+void dreglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i] > 0.0f ? gate[i] : 0.0f, u = up[i] > 0.0f ? up[i] : 0.0f;
+    gate[i] = g * u;
+  }
+}
+
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }

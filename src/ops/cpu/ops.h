@@ -24,6 +24,9 @@ void softmax(float* x, int64_t n);
 void swiglu(float* gate, const float* up, int64_t n);
 // gate[i] = relu(gate[i]) * up[i]   (ReGLU)
 void reglu(float* gate, const float* up, int64_t n);
+// gate[i] = relu(gate[i]) * relu(up[i])   (dReLU, PowerInfer's bamboo: ggml_relu of both, then
+// ggml_mul)
+void dreglu(float* gate, const float* up, int64_t n);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
 // Dequantises row `i` of `table` (e.g. token embeddings) into out[table.ne0].

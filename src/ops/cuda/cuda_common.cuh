@@ -24,15 +24,18 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// act(g) of ops::GluKind (0 = SiLU, 1 = ReLU): silu(g) = g / (1 + e^-g), as ggml_silu_f32.
+// act(g) of ops::GluKind (0 = SiLU, 1 = ReLU, 2 = dReLU: ReLU on the gate): silu(g) = g /
+// (1 + e^-g), as ggml_silu_f32.
 __device__ __forceinline__ float glu_act(float g, int kind) {
   if (kind == 0) return g / (1.0f + expf(-g));
   return g > 0.0f ? g : 0.0f;
 }
 
-// act(g) * u as ggml's swiglu / reglu (ReGLU: 0 for g <= 0 whatever u is).
+// act(g) * u as ggml's swiglu / reglu (ReGLU: 0 for g <= 0 whatever u is); dReLU (2):
+// relu(g) * relu(u).
 __device__ __forceinline__ float glu_value(float g, float u, int kind) {
   if (kind == 0) return glu_act(g, 0) * u;
+  if (kind == 2) u = u > 0.0f ? u : 0.0f;
   return g > 0.0f ? g * u : 0.0f;
 }
 

@@ -90,7 +90,7 @@ void CudaDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t* 
 
 void CudaDevice::glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) {
   select();
-  launch_glu(gate, up, n_tok * n, kind == GluKind::kSilu ? 0 : 1, stream_);
+  launch_glu(gate, up, n_tok * n, static_cast<int>(kind), stream_);
   check_launch("glu");
 }
 
@@ -285,7 +285,7 @@ void CudaDevice::ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, i
   p.fire = a.fire ? a.fire + t0 * a.n_rows : nullptr;
   p.ld_fire = a.n_rows;
   p.threshold = a.threshold;
-  p.glu_kind = a.kind == GluKind::kSilu ? 0 : 1;
+  p.glu_kind = static_cast<int>(a.kind);
   launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x
   p.w = static_cast<const uint8_t*>(a.up->data);
   p.nb1 = a.up->nb1;

@@ -1255,7 +1255,7 @@ void VulkanDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t
 
 void VulkanDevice::glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) {
   if (!usable("glu")) return;
-  GluPC pc{addr_of(gate), addr_of(up), n_tok * n, kind == GluKind::kSilu ? 0 : 1, 0};
+  GluPC pc{addr_of(gate), addr_of(up), n_tok * n, static_cast<int>(kind), 0};
   dispatch("glu", kGlu, &pc, sizeof pc, elem_groups(n_tok * n));
 }
 
@@ -1477,7 +1477,7 @@ void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
     g.mode = a.fire ? 1 : 0;
     g.fire = a.fire ? addr_of(a.fire) + static_cast<uint64_t>(t0 * a.n_rows) : 0;
     g.ld_fire = static_cast<int32_t>(a.n_rows);
-    g.glu_kind = a.kind == GluKind::kSilu ? 0 : 1;
+    g.glu_kind = static_cast<int>(a.kind);
     g.threshold = a.threshold;
     uint64_t seq = ops_recorded_;
     dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));

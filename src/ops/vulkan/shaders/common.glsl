@@ -285,9 +285,9 @@ float hc_recip_ff(float hi, float lo) {
 }
 
 // ---- activation -----------------------------------------------------------------------------
-// act: kind 0 SiLU x / (1 + e^-x), 1 ReLU (x > 0 ? x : 0), the host's float operations in its
-// order (ops::swiglu, sparse ffn_activation) with hc_exp (~1 ulp, as the host's expf) and the
-// exactly rounded division.
+// act: kind 0 SiLU x / (1 + e^-x), 1 ReLU and 2 dReLU (x > 0 ? x : 0 on the gate), the host's
+// float operations in its order (ops::swiglu, sparse ffn_activation) with hc_exp (~1 ulp, as
+// the host's expf) and the exactly rounded division.
 float hc_act(float x, int kind) {
   if (kind == 0) {
     precise float den = 1.0 + hc_exp(-x);
@@ -295,12 +295,14 @@ float hc_act(float x, int kind) {
   }
   return x > 0.0 ? x : 0.0;
 }
-// act(g) * u as ggml's swiglu / reglu (ReGLU: 0 for g <= 0 whatever u is).
+// act(g) * u as ggml's swiglu / reglu (ReGLU: 0 for g <= 0 whatever u is); dReLU (kind 2):
+// relu(g) * relu(u) (ops::dreglu).
 float hc_glu(float g, float u, int kind) {
   if (kind == 0) {
     precise float y = hc_act(g, 0) * u;
     return y;
   }
+  if (kind == 2) u = u > 0.0 ? u : 0.0;
   return g > 0.0 ? g * u : 0.0;
 }
 

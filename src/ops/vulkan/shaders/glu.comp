@@ -1,7 +1,7 @@
 #version 450
 // glu (vk_abi.h GluPC; "elements" grid over n): gate[i] = act(gate[i]) * up[i], ggml's swiglu
-// (glu_kind 0: gate / (1 + e^-gate) * up) or reglu (1: gate > 0 ? gate * up : 0); one element
-// per invocation.
+// (glu_kind 0: gate / (1 + e^-gate) * up), reglu (1: gate > 0 ? gate * up : 0) or dReLU (2:
+// relu(gate) * relu(up)); one element per invocation.
 #include "common.glsl"
 
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
