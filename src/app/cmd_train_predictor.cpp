@@ -190,6 +190,8 @@ Result<std::pair<GgufWriter, std::vector<OutTensor>>> plan_output(
   }
   w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
   w.set("hotcold.predictor.thresholds", GgufValue::f32_array(thr));
+  // What the predictors read: the FFN input before ffn_norm, as PowerInfer's (ffn_inp).
+  w.set("hotcold.predictor.input", GgufValue::str("residual"));
   w.set("hotcold.predictor.rank", u32_array(rank));
   w.set("hotcold.predictor.recall", GgufValue::f32_array(recall));
   w.set("hotcold.predictor.precision", GgufValue::f32_array(precision));

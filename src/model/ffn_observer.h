@@ -11,8 +11,9 @@ class FfnObserver {
   // act: [n_tok, n_ff] the activations act(gate . x) (ReLU or SiLU, before the product with
   // up) of layer il, for the tokens of one forward call. Called on the forward pass's thread.
   virtual void on_ffn_activation(int il, const float* act, int64_t n_tok, int64_t n_ff) = 0;
-  // x: [n_tok, n_embd] the FFN's input (the RMS-normed residual that gate, up and the
-  // predictors read) of layer il, before the FFN runs. Optional.
+  // x: [n_tok, n_embd] layer il's FFN input before ffn_norm (the residual stream, PowerInfer's
+  // ffn_inp: what the predictors read; gate and up read it RMS-normed), before the FFN runs.
+  // Optional.
   virtual void on_ffn_input(int il, const float* x, int64_t n_tok, int64_t n_embd) {
     (void)il, (void)x, (void)n_tok, (void)n_embd;
   }

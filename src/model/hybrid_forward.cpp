@@ -137,7 +137,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   std::memcpy(ds.h_x, s.xb.data(), xbytes);
   dev.copy_to_device(ds.xb, ds.h_x, xbytes);
   if (sparse.use_predictor()) {
-    predict_firing(model, sparse, il, s.in, sc, pool);
+    predict_firing(model, sparse, il, s.x.data(), n_tok, sc, pool);
     const int64_t n_idx = stage_hot_firing(d, sc, n_tok, n_ff, ds);
     if (n_idx > 0) {
       dev.copy_to_device(ds.idx, ds.h_idx, static_cast<uint64_t>(n_idx) * sizeof(int32_t));

@@ -181,9 +181,9 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   const LlamaHParams& hp = model.hparams();
   norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // gate and up read the same quantised input
-  if (s.observer) s.observer->on_ffn_input(il, s.xb.data(), n_tok, hp.n_embd);
+  if (s.observer) s.observer->on_ffn_input(il, s.x.data(), n_tok, hp.n_embd);
   if (s.sparse) {
-    sparse_ffn_layer(model, *s.sparse, il, s.in, s.gate, s.up, s.proj.data(),
+    sparse_ffn_layer(model, *s.sparse, il, s.in, s.x.data(), s.gate, s.up, s.proj.data(),
                      s.sparse_scratch, pool, s.observer);
     ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
     return;

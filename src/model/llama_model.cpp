@@ -146,6 +146,13 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
       return Status::Error("hotcold.predictor.thresholds: expected " + std::to_string(hp.n_layer) +
                            " values (one per layer), found " +
                            std::to_string(hp.predictor_thresholds.size()));
+    std::string input = "normed";
+    if (f.find("hotcold.predictor.input")) {
+      HC_ASSIGN_OR_RETURN(input, f.get_string("hotcold.predictor.input"));
+      if (input != "residual")
+        return Status::Error("hotcold.predictor.input: expected 'residual', found '" + input + "'");
+    }
+    hp.predictor_normed_input = input != "residual";
   }
   return hp;
 }

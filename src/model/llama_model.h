@@ -41,11 +41,15 @@ struct LlamaHParams {
   float rope_freq_scale = 1.0f;
   FfnActivation ffn_act = FfnActivation::kSilu;
   // PowerInfer's predictor threshold (powerinfer.sparse_threshold): a neuron is predicted to
-  // fire when its predictor logit exceeds it. 0 when the key is absent.
+  // fire when its predictor logit is at least this. 0 when the key is absent.
   float sparse_threshold = 0.0f;
   // Per-layer predictor thresholds (hotcold.predictor.thresholds, written by train-predictor;
   // empty when absent: sparse_threshold applies to every layer).
   std::vector<float> predictor_thresholds;
+  // hotcold predictors trained on the normed FFN input (hotcold.predictor.thresholds without
+  // hotcold.predictor.input = "residual", from before predictors read PowerInfer's input):
+  // refused by the sparse FFN, which names the fix (train again).
+  bool predictor_normed_input = false;
 
   static Result<LlamaHParams> from_gguf(const GgufFile& f);
 };

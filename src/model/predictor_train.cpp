@@ -342,7 +342,7 @@ PredictorMetrics evaluate_threshold(std::span<const float> logits, std::span<con
   m.threshold = threshold;
   m.total = static_cast<int64_t>(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
-    const bool p = logits[i] > threshold, f = fired[i] != 0;
+    const bool p = logits[i] >= threshold, f = fired[i] != 0;
     m.predicted += p;
     m.fired += f;
     m.hits += p && f;
@@ -364,17 +364,16 @@ PredictorMetrics choose_threshold(std::span<const float> logits, std::span<const
     if (fired[i]) pos.push_back(logits[i]);
   if (pos.empty()) {
     const float mx = logits.empty() ? 0.0f : *std::max_element(logits.begin(), logits.end());
-    return evaluate_threshold(logits, fired, mx);
+    return evaluate_threshold(logits, fired, std::nextafter(mx, std::numeric_limits<float>::infinity()));
   }
-  // The k-th largest firing logit must be predicted (logit > threshold); the largest such
-  // threshold is the float just below it.
+  // The k-th largest firing logit must be predicted (logit >= threshold): it is the largest
+  // such threshold.
   const auto n = static_cast<int64_t>(pos.size());
   int64_t k = static_cast<int64_t>(std::ceil(target_recall * static_cast<double>(n) - 1e-9));
   k = std::clamp<int64_t>(k, 1, n);
   std::nth_element(pos.begin(), pos.begin() + (k - 1), pos.end(), std::greater<float>());
   const float v = pos[static_cast<size_t>(k - 1)];
-  return evaluate_threshold(logits, fired,
-                            std::nextafter(v, -std::numeric_limits<float>::infinity()));
+  return evaluate_threshold(logits, fired, v);
 }
 
 // ---- training ----

@@ -1,9 +1,11 @@
 // Activation predictors (hotcold train-predictor): per layer, a two-layer MLP in PowerInfer's
-// layout that predicts from the FFN input x which neurons will fire,
+// layout that predicts from x, the layer's FFN input before ffn_norm (the residual stream,
+// PowerInfer's ffn_inp), which neurons will fire,
 //
 //   logit = fc2 . relu(fc1 . x)      fc1: [rank, n_embd], fc2: [n_ff, rank], no biases
 //
-// and a neuron is predicted to fire when its logit exceeds the layer's threshold (sparse_ffn.h).
+// and a neuron is predicted to fire when its logit is at least the layer's threshold
+// (PowerInfer's rule: ggml.c skips a row when its logit < threshold; sparse_ffn.h).
 // Training data: (x, firing mask) pairs recorded while the model runs over a corpus
 // (PredictorSampler, an FfnObserver; at most `capacity` tokens per layer, reservoir-sampled).
 // Training: weighted binary cross-entropy on the logits (PyTorch's BCEWithLogitsLoss with
@@ -110,7 +112,7 @@ double predictor_loss_and_grad(const PredictorWeights& w, const float* x, const 
                                int64_t n, float pos_weight, PredictorWeights* grad,
                                ThreadPool& pool);
 
-// Predictions (logit > threshold) against firings over a set of samples and neurons.
+// Predictions (logit >= threshold) against firings over a set of samples and neurons.
 struct PredictorMetrics {
   float threshold = 0;
   double recall = 1;              // predicted & fired / fired (1 when nothing fired)
@@ -122,9 +124,9 @@ struct PredictorMetrics {
 
 PredictorMetrics evaluate_threshold(std::span<const float> logits, std::span<const uint8_t> fired,
                                     float threshold);
-// The largest threshold whose recall (logit > threshold) is >= target_recall: just below the
-// ceil(target * fired)-th largest logit of a firing neuron. When nothing fired, the largest
-// logit (nothing is predicted).
+// The largest threshold whose recall (logit >= threshold) is >= target_recall: the
+// ceil(target * fired)-th largest logit of a firing neuron. When nothing fired, the float just
+// above the largest logit (nothing is predicted).
 PredictorMetrics choose_threshold(std::span<const float> logits, std::span<const uint8_t> fired,
                                   double target_recall);
 

@@ -26,6 +26,12 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
         return Status::Error("sparse FFN: --predictor needs activation predictors in every layer "
                              "(blk.N.fc1.weight / blk.N.fc2.weight), layer " + std::to_string(il) +
                              " has none (train them with hotcold train-predictor)");
+    if (hp.predictor_normed_input)
+      return Status::Error(
+          "sparse FFN: this file's predictors were trained by an older hotcold on the normed FFN "
+          "input (hotcold.predictor.thresholds without hotcold.predictor.input = 'residual'); "
+          "predictors now read the FFN input before ffn_norm, as PowerInfer's do: train them "
+          "again with hotcold train-predictor");
     if (!opt.predictor_thresholds.empty() &&
         static_cast<int>(opt.predictor_thresholds.size()) != hp.n_layer)
       return Status::Error("sparse FFN: expected " + std::to_string(hp.n_layer) +
@@ -240,14 +246,14 @@ void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n
 }
 
 void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
-                      ops::MatmulInput& in, float* gate, float* up, float* out,
-                      SparseScratch& sc, ThreadPool& pool, FfnObserver* observer) {
+                      ops::MatmulInput& in, const float* residual, float* gate, float* up,
+                      float* out, SparseScratch& sc, ThreadPool& pool, FfnObserver* observer) {
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = hp.n_ff, n_tok = in.n_tok();
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sparse.use_predictor()) {
-    predict_firing(model, sparse, il, in, sc, pool);
+    predict_firing(model, sparse, il, residual, n_tok, sc, pool);
     sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
     if (sc.monitor && sc.monitor->audit()) {  // every neuron's act, to score the predictor
       audit_activations(model, il, in, sc, pool);
@@ -273,19 +279,20 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
 }
 
 void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
-                    ops::MatmulInput& in, SparseScratch& sc, ThreadPool& pool) {
+                    const float* residual, int64_t n_tok, SparseScratch& sc, ThreadPool& pool) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-  const int64_t n_ff = model.hparams().n_ff, n_tok = in.n_tok();
+  const int64_t n_ff = model.hparams().n_ff;
+  sc.res_in.reset(residual, n_tok, model.hparams().n_embd);
   const int64_t rank = L.fc1.ne1;
   const float thr = sc.predictor_threshold(sparse, il);
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
   if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
   if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
-  ops::matmul(L.fc1, in, sc.hid.data(), pool);
+  ops::matmul(L.fc1, sc.res_in, sc.hid.data(), pool);
   for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
   ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
   sc.stats.bytes += all_bytes(L.fc1) + all_bytes(L.fc2);
-  for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] > thr;
+  for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] >= thr;
 }
 
 void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,

@@ -40,7 +40,9 @@ struct SparseOptions {
   double max_union_share = 0.5;
   // Use the model's activation predictors (blk.N.fc1 / fc2, PowerInfer's layout) to choose
   // the firing set before the FFN runs: gate, up and down then all run over the predicted set
-  // only. A neuron is predicted to fire when its logit exceeds predictor_thresholds[layer]
+  // only. The predictors read the layer's FFN input before ffn_norm (the residual stream,
+  // PowerInfer's ffn_inp), and a neuron is predicted to fire when its logit is at least
+  // predictor_thresholds[layer]
   // (empty: the file's hotcold.predictor.thresholds, else its powerinfer.sparse_threshold for
   // every layer). Needs predictors in every layer.
   bool use_predictor = false;
@@ -123,6 +125,7 @@ struct SparseScratch {
   std::vector<uint8_t> cfire;  // sparse_ffn_subset: [n_tok, n_cand] firing of the candidates
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
   ops::MatmulInput pred_in;       // predictor: fc2's input
+  ops::MatmulInput res_in;        // predictor: fc1's input (the residual before ffn_norm)
   SparseStats stats;
   // Dynamic sparsity (null: the SparseFfn's fixed values): per-layer thresholds on |act| and
   // on predictor logits that replace SparseFfn::threshold / predictor_threshold, and the
@@ -158,12 +161,13 @@ inline ops::GluKind glu_kind(FfnActivation a) {
 }
 
 // Layer il's FFN for the n_tok tokens whose normed inputs `in` holds: out = [n_tok, n_embd].
+// residual [n_tok, n_embd]: the same inputs before ffn_norm (what predictors read).
 // gate and up are [n_tok, n_ff] scratch. Same function as the dense FFN when every threshold is
 // 0 on a ReLU model (up to float summation order).
 // observer (may be null) sees act(gate) of every neuron.
 void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
-                      ops::MatmulInput& in, float* gate, float* up, float* out,
-                      SparseScratch& sc, ThreadPool& pool, FfnObserver* observer);
+                      ops::MatmulInput& in, const float* residual, float* gate, float* up,
+                      float* out, SparseScratch& sc, ThreadPool& pool, FfnObserver* observer);
 
 // sc.audit_act [n_tok, n_ff] = act(gate) of every neuron of layer il (the dense gate matmul):
 // what a SparseMonitor's audit observes where the sparse path skips neurons' gates.
@@ -171,9 +175,10 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
                        ThreadPool& pool);
 
 // The predictor's firing decision for every neuron of layer il: sc.fire [n_tok, n_ff] = 1 where
-// fc2 . relu(fc1 . x) > the layer's predictor threshold. Needs sparse.use_predictor().
+// fc2 . relu(fc1 . x) >= the layer's predictor threshold, x [n_tok, n_embd] the FFN input
+// before ffn_norm (residual; quantised into sc.res_in). Needs sparse.use_predictor().
 void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
-                    ops::MatmulInput& in, SparseScratch& sc, ThreadPool& pool);
+                    const float* residual, int64_t n_tok, SparseScratch& sc, ThreadPool& pool);
 
 // The host half of a hybrid layer: layer il's sparse FFN over the candidate neurons `cand`
 // (n_cand ascending indices; the others run on the second device): out [n_tok, n_embd] =

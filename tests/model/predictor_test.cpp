@@ -69,7 +69,7 @@ struct Models {
     TinyModel tm(spec);
     plain = tm.bytes();
     GgufWriter& w = tm.writer();
-    w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
+    w.set("powerinfer.sparse_threshold", GgufValue::f32(testing::kExactPredictorThreshold));
     const int64_t E = spec.n_embd, F = spec.n_ff;
     for (int il = 0; il < spec.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
@@ -82,8 +82,7 @@ struct Models {
       down->name = p + "ffn_down_t.weight";
       down->ne = {E, F};
       down->data = {bufs.back().data(), bufs.back().size()};
-      const GgufTensorToWrite* gate = find(w, p + "ffn_gate.weight");
-      bufs.emplace_back(gate->data.begin(), gate->data.end());
+      testing::exact_fc1(w, il, E, F, bufs);
       w.add_tensor({p + "fc1.weight", {E, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
       if (only_fc1_in_layer0 && il == 0) continue;
       bufs.emplace_back(static_cast<size_t>(F * F * 4), 0);
@@ -170,6 +169,103 @@ TEST(PowerInferLayout, PredictorThresholdsAndBadFilesAreChecked) {
   std::string err;
   EXPECT_FALSE(load(half.pwr, &err));
   EXPECT_NE(err.find("has only one of the predictor tensors"), std::string::npos) << err;
+}
+
+// PowerInfer's predictor semantics (llama.cpp of d3ebd7c: llm_build_ffn_sparse gets ffn_inp,
+// the residual before ffn_norm; ggml.c skips a row when its logit < threshold): the logits are
+// fc2 . relu(fc1 . x) of the input given, and a neuron is predicted exactly when its logit is
+// at least the threshold (a logit equal to it is predicted).
+TEST(PowerInferLayout, PredictorReadsTheGivenResidualAndPredictsLogitsAtLeastTheThreshold) {
+  Models ms;
+  auto m = load(ms.pwr);
+  ASSERT_TRUE(m);
+  SparseOptions opt;
+  opt.use_predictor = true;
+  auto sp = SparseFfn::build(*m, opt);
+  ASSERT_TRUE(sp.ok()) << sp.message();
+  const int64_t E = ms.spec.n_embd, F = ms.spec.n_ff, n_tok = 3;
+  std::vector<float> x(static_cast<size_t>(n_tok * E));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7 * double(i)) * (i % 5 == 0 ? 3 : 1);
+  ThreadPool pool(2);
+  SparseScratch sc;
+  const int il = 1;
+  predict_firing(*m, **sp, il, x.data(), n_tok, sc, pool);
+  const LlamaLayerWeights& L = m->weights().layers[il];
+  const auto* fc1 = static_cast<const float*>(L.fc1.data);
+  const auto* fc2 = static_cast<const float*>(L.fc2.data);
+  const int64_t R = L.fc1.ne1;
+  int fired = 0;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    std::vector<double> h(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+      double s = 0;
+      for (int64_t j = 0; j < E; ++j) s += double(fc1[r * E + j]) * x[t * E + j];
+      h[r] = std::max(s, 0.0);
+    }
+    for (int64_t i = 0; i < F; ++i) {
+      double s = 0;
+      for (int64_t r = 0; r < R; ++r) s += double(fc2[i * R + r]) * h[r];
+      const float got = sc.logit[t * F + i];
+      ASSERT_NEAR(got, s, 1e-4 * (1 + std::fabs(s))) << "token " << t << " neuron " << i;
+      EXPECT_EQ(sc.fire[t * F + i], got >= testing::kExactPredictorThreshold ? 1 : 0);
+      fired += sc.fire[t * F + i];
+    }
+  }
+  EXPECT_GT(fired, 0);
+  EXPECT_LT(fired, n_tok * F);
+  // A threshold equal to a logit predicts that neuron (>=), one just above it does not.
+  const float v = sc.logit[5];
+  ASSERT_GT(v, 0.0f);
+  opt.predictor_thresholds.assign(ms.spec.n_layer, v);
+  auto at = SparseFfn::build(*m, opt);
+  ASSERT_TRUE(at.ok()) << at.message();
+  predict_firing(*m, **at, il, x.data(), n_tok, sc, pool);
+  EXPECT_EQ(sc.fire[5], 1);
+  opt.predictor_thresholds.assign(ms.spec.n_layer, std::nextafter(v, INFINITY));
+  auto above = SparseFfn::build(*m, opt);
+  ASSERT_TRUE(above.ok()) << above.message();
+  predict_firing(*m, **above, il, x.data(), n_tok, sc, pool);
+  EXPECT_EQ(sc.fire[5], 0);
+}
+
+// Predictors hotcold trained before they read the residual are refused, naming the fix; files
+// that say what they read load.
+TEST(PowerInferLayout, PredictorsTrainedOnTheNormedInputAreRefused) {
+  for (const char* input : {"", "residual", "normed"}) {
+    Models ms;
+    std::vector<std::vector<uint8_t>> bufs;
+    auto bytes = testing::model_with_predictor(ms.spec, bufs);
+    auto f = parse_gguf(bytes);
+    ASSERT_TRUE(f.ok());
+    // Rewrite with hotcold's keys: per-layer thresholds and (maybe) the input key.
+    GgufWriter w;
+    for (const auto& [key, value] : f->kv) w.set(key, value);
+    w.set("hotcold.predictor.thresholds",
+          GgufValue::f32_array(std::vector<float>(ms.spec.n_layer, 0.5f)));
+    if (*input) w.set("hotcold.predictor.input", GgufValue::str(input));
+    for (const auto& t : f->tensors)
+      w.add_tensor({t.name, t.ne, t.type, {t.data, static_cast<size_t>(t.nbytes)}});
+    auto out = w.serialize();
+    ASSERT_TRUE(out.ok()) << out.message();
+    std::string err;
+    auto m = load(*out, &err);
+    if (std::string(input) == "normed") {
+      ASSERT_FALSE(m);
+      EXPECT_NE(err.find("expected 'residual', found 'normed'"), std::string::npos) << err;
+      continue;
+    }
+    ASSERT_TRUE(m) << err;
+    SparseOptions opt;
+    opt.use_predictor = true;
+    auto sp = SparseFfn::build(*m, opt);
+    if (*input) {
+      EXPECT_TRUE(sp.ok()) << sp.message();
+    } else {
+      ASSERT_FALSE(sp.ok());
+      EXPECT_NE(sp.message().find("train them again with hotcold train-predictor"),
+                std::string::npos) << sp.message();
+    }
+  }
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ TEST(PredictorTrain, LearnsALinearFiringRule) {
   ASSERT_TRUE(r.ok()) << r.message();
   ASSERT_EQ(epochs.size(), 20u);
   EXPECT_LT(epochs.back().loss, 0.5 * epochs.front().loss);
-  // Held out, at logit > 0 (the rule's own threshold).
+  // Held out, at logit >= 0 (the rule's own threshold).
   printf(
       "epoch %d loss %.4f (first %.4f) held-out@0 recall %.4f precision %.4f; chosen threshold "
       "%g recall %.4f precision %.4f\n",
@@ -230,7 +230,7 @@ TEST(PredictorTrain, ChooseThresholdIsTheLargestMeetingTheTarget) {
   const std::vector<float> l = {3, 1.5f, 2, 1, -1};
   const std::vector<uint8_t> f = {1, 0, 1, 1, 0};
   PredictorMetrics m = choose_threshold(l, f, 2.0 / 3.0);
-  EXPECT_EQ(m.threshold, std::nextafter(2.0f, -INFINITY));
+  EXPECT_EQ(m.threshold, 2.0f);  // predicted: logit >= threshold (PowerInfer's rule)
   EXPECT_EQ(m.hits, 2);
   EXPECT_EQ(m.predicted, 2);
   EXPECT_DOUBLE_EQ(m.precision, 1.0);
@@ -238,7 +238,7 @@ TEST(PredictorTrain, ChooseThresholdIsTheLargestMeetingTheTarget) {
   EXPECT_DOUBLE_EQ(m.true_sparsity, 0.4);
   m = choose_threshold(l, f, 0.99);
   EXPECT_EQ(m.hits, 3);
-  EXPECT_EQ(m.predicted, 4);  // 1.5 is above the threshold just below 1
+  EXPECT_EQ(m.predicted, 4);  // 1.5 is above the threshold 1
   EXPECT_DOUBLE_EQ(m.precision, 0.75);
   // Nothing fired: nothing is predicted.
   m = choose_threshold(l, std::vector<uint8_t>(5, 0), 0.99);

@@ -118,18 +118,37 @@ inline float max_abs(const std::vector<float>& v) {
   return m;
 }
 
-// A ReLU model with an exact predictor (fc1 = W_gate, fc2 = I: logit_i = relu(gate_i) > 0
-// exactly when neuron i fires).
+// An exact predictor's fc1 for layer il of an F32 tiny model, in bufs.back(): W_gate with each
+// column j scaled by ffn_norm's weight j. Predictors read the FFN input before ffn_norm (x), so
+// fc1 . x = rms(x) * (W_gate . ffn_norm(x)): with fc2 = I the logit is relu(gate) times a
+// positive factor, positive exactly when the neuron fires. (A threshold of 0 would also
+// predict the zeros: PowerInfer's rule is logit >= threshold; see kExactPredictorThreshold.)
+inline void exact_fc1(GgufWriter& w, int il, int64_t E, int64_t F,
+                      std::vector<std::vector<uint8_t>>& bufs) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const float* norm = nullptr;
+  for (auto& t : w.tensors)
+    if (t.name == p + "ffn_norm.weight") norm = reinterpret_cast<const float*>(t.data.data());
+  for (auto& t : w.tensors)
+    if (t.name == p + "ffn_gate.weight") bufs.emplace_back(t.data.begin(), t.data.end());
+  auto* g = reinterpret_cast<float*>(bufs.back().data());
+  for (int64_t i = 0; i < F; ++i)
+    for (int64_t j = 0; j < E; ++j) g[i * E + j] *= norm[j];
+}
+// The smallest positive normal float: logits relu(.) > 0 are predicted, zeros are not.
+inline constexpr float kExactPredictorThreshold = 1.17549435e-38f;
+
+// A ReLU model with an exact predictor (exact_fc1, fc2 = I: logit_i > 0 exactly when neuron i
+// fires).
 inline std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
                                           std::vector<std::vector<uint8_t>>& bufs) {
   TinyModel tm(spec);
   GgufWriter& w = tm.writer();
-  w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
+  w.set("powerinfer.sparse_threshold", GgufValue::f32(kExactPredictorThreshold));
   const int64_t E = spec.n_embd, F = spec.n_ff;
   for (int il = 0; il < spec.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    for (auto& t : w.tensors)
-      if (t.name == p + "ffn_gate.weight") bufs.emplace_back(t.data.begin(), t.data.end());
+    exact_fc1(w, il, E, F, bufs);
     w.add_tensor({p + "fc1.weight", {E, F}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
     bufs.emplace_back(static_cast<size_t>(F * F * 4), 0);
     auto* eye = reinterpret_cast<float*>(bufs.back().data());
