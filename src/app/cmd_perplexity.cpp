@@ -65,6 +65,9 @@ Status perplexity(const PplFlags& f) {
     const SparseStats& st = session.sparse_stats();
     std::printf("FFN sparsity: %.2f%% of activations skipped, %.2f%% of neuron rows computed\n",
                 100.0 * st.sparsity(), st.neurons ? 100.0 * double(st.computed) / double(st.neurons) : 0.0);
+    if (model->hparams().ffn_act == FfnActivation::kDRelu && st.active > 0)
+      std::printf("FFN dReLU sparsity: %.2f%% of activations zero (gate or up not positive)\n",
+                  100.0 * st.active_sparsity());
   }
   if (dyn) HC_LOG_INFO("%s", dyn->summary().c_str());
   return Status::Ok();

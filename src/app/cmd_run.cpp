@@ -81,8 +81,14 @@ Status run(const RunFlags& f) {
   HC_LOG_INFO("prompt: %zu tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)",
               tokens.size(), t_prompt, tokens.size() / std::max(t_prompt, 1e-9), n_gen, t_gen,
               n_gen / std::max(t_gen, 1e-9));
-  if (sparse)
-    HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped", 100.0 * session.sparse_stats().sparsity());
+  if (sparse) {
+    const SparseStats& st = session.sparse_stats();
+    if (st.active > 0)  // dReLU: what the down projection skipped on top
+      HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped, %.1f%% zero after dReLU's up",
+                  100.0 * st.sparsity(), 100.0 * st.active_sparsity());
+    else
+      HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped", 100.0 * st.sparsity());
+  }
   if (dyn) HC_LOG_INFO("%s", dyn->summary().c_str());
   return Status::Ok();
 }
