@@ -2,15 +2,21 @@
 // real model (Llama-2-7B by default), for benchmarks where weight bandwidth dominates and the
 // values do not matter. The file loads in hotcold and in llama.cpp: llama.cpp's GGUF names and
 // metadata keys, a synthetic SentencePiece vocabulary, every matrix in one uniform type.
+// Also the fixtures of the PowerInfer reference (tests/reference/test_powerinfer_parity.py):
+// `--arch bamboo` (PowerInfer's dReLU llama variant) and `--powerinfer` (its sparse "PWRI"
+// layout: transposed down matrices, random or gate-exact activation predictors), which
+// PowerInfer loads too.
 //
 // Weights: approximately normal (an Irwin-Hall sum of four uniforms), mean 0, standard
 // deviation 1/sqrt(row length) for matrices, so every matmul maps unit-RMS inputs to unit-RMS
-// outputs whatever the shape; 1 for token_embd; norms are exactly 1. Logits then have a
-// standard deviation of about 1: finite and input-dependent, never degenerate.
+// outputs whatever the shape; 1 for token_embd; norms are exactly 1 (or 1 + jitter * N(0, 1)
+// with --norm-jitter). Logits then have a standard deviation of about 1: finite and
+// input-dependent, never degenerate.
 //
 // Deterministic: row r of tensor T is drawn from a generator seeded by (seed, T's name, r), so
 // the bytes depend on the seed only, never on the thread count. The file is streamed tensor by
 // tensor (GgufWriter::serialize_header), so memory stays at one tensor however large the model.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -68,12 +74,19 @@ constexpr int kMinVocab = 3 + 256 + 1;
 struct Flags {
   std::string shape = "llama2-7b";
   std::string type = "f16";
-  std::string act = "silu";
+  std::string arch = "llama";
+  std::string act;  // empty: the file's own (see natural_activation)
   std::string out;
   int n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0, n_vocab = 0;  // 0: the shape's value
   int layers = 2;
   int threads = 2;
   uint64_t seed = 1;
+  float norm_jitter = 0.0f;
+  bool powerinfer = false;
+  std::string pred_kind = "random";
+  int pred_rank = 0;  // 0: 64 for random predictors, 2 n_embd for gate predictors
+  std::string pred_type = "f16";
+  float sparse_threshold = 0.0f;
 };
 
 // Validated flags.
@@ -81,19 +94,51 @@ struct Config {
   Shape shape;
   int n_layer = 0;
   WeightType wtype{};
-  bool relu = false;
+  std::string arch;        // general.architecture: llama or bamboo
+  std::string act;         // the FFN activation hotcold will run: silu, relu or drelu
+  bool write_act = false;  // act is not the file's own: declare it (hotcold's key)
+  float norm_jitter = 0.0f;
+  bool powerinfer = false;      // PowerInfer's sparse layout ("PWRI")
+  bool gate_predictor = false;  // predictors that reproduce the gate's sign (see tensor_specs)
+  int pred_rank = 0;
+  WeightType pred_type{};
+  float sparse_threshold = 0.0f;
   uint64_t seed = 0;
   int threads = 0;
   std::string out;
+};
+
+// Tensors whose values are derived from another tensor's (`source`, drawn as it would be).
+enum class Derived {
+  kNone,
+  kTranspose,  // source {ne[1], ne[0]} transposed (ffn_down_t holds exactly ffn_down's values)
+  kPredFc1,    // [2 n_embd, n_embd]: rows diag(w) then -diag(w), w the source norm's weights
+  kPredFc2,    // [n_ff, 2 n_embd]: row i is (g_i, -g_i), g_i row i of the source gate as
+               // stored (quantised and dequantised in source_type)
 };
 
 // One tensor to write: name, ggml shape, type, and how its values are drawn.
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> ne;  // ggml order: ne[0] is the row length
-  GgmlType type;
-  float stddev;  // 0: every value is 1 (norm weights)
+  GgmlType type = GgmlType::F32;
+  float stddev = 0.0f;  // 0: every value is `mean` (norm weights without jitter)
+  float mean = 0.0f;    // norms: 1
+  Derived derived = Derived::kNone;
+  std::string source;  // derived: the source tensor, drawn with stddev / mean
+  GgmlType source_type = GgmlType::F32;
 };
+
+TensorSpec spec(std::string name, std::vector<int64_t> ne, GgmlType type, float stddev,
+                float mean = 0.0f) {
+  TensorSpec t;
+  t.name = std::move(name);
+  t.ne = std::move(ne);
+  t.type = type;
+  t.stddev = stddev;
+  t.mean = mean;
+  return t;
+}
 
 std::string type_names() {
   std::string s;
@@ -143,6 +188,48 @@ Status check_shape(const Shape& s) {
   return Status::Ok();
 }
 
+const WeightType* find_type(const std::string& flag) {
+  for (const WeightType& t : kTypes)
+    if (flag == t.flag) return &t;
+  return nullptr;
+}
+
+// The FFN activation a file implies without hotcold's activation key: bamboo is dReLU
+// (PowerInfer: LLM_FFN_SYM + LLM_FFN_RELU), a PowerInfer file of the llama architecture ReGLU
+// (its sparse FFN always applies ReLU), a plain llama file SwiGLU (src/model/llama_model.cpp
+// detect_activation reads them so).
+const char* natural_activation(const std::string& arch, bool powerinfer) {
+  if (arch == "bamboo") return "drelu";
+  return powerinfer ? "relu" : "silu";
+}
+
+// The predictor's type must hold rows of n_embd (fc1) and of the rank (fc2).
+Status check_predictor(const Flags& f, const Config& c) {
+  if (f.pred_kind != "random" && f.pred_kind != "gate")
+    return Status::Error("--pred-kind: expected random or gate, found '" + f.pred_kind + "'");
+  const int gate_rank = 2 * c.shape.n_embd;
+  if (f.pred_kind == "gate" && f.pred_rank != 0 && f.pred_rank != gate_rank)
+    return Status::Error("--pred-kind gate: the rank is 2 n_embd = " + std::to_string(gate_rank) +
+                         ", found --pred-rank " + std::to_string(f.pred_rank));
+  const int rank = f.pred_rank != 0 ? f.pred_rank : f.pred_kind == "gate" ? gate_rank : 64;
+  if (rank < 1 || rank > 65536)
+    return Status::Error("--pred-rank: expected 1..65536, found " + std::to_string(rank));
+  const WeightType* t = find_type(f.pred_type);
+  if (!t)
+    return Status::Error("--pred-type: expected one of " + type_names() + ", found '" +
+                         f.pred_type + "'");
+  const int64_t block = dtype_traits(t->type).block_size;
+  for (auto [what, n] : {std::pair{"n_embd", c.shape.n_embd}, std::pair{"the rank", rank}}) {
+    if (n % block != 0)
+      return Status::Error("--pred-type " + std::string(t->flag) + " needs " + what +
+                           " to be a multiple of the " + dtype_name(t->type) + " block size " +
+                           std::to_string(block) + ", found " + std::to_string(n));
+  }
+  if (!std::isfinite(f.sparse_threshold))
+    return Status::Error("--sparse-threshold: expected a finite value");
+  return Status::Ok();
+}
+
 Result<Config> validate(const Flags& f) {
   Config c;
   const Shape* shape = nullptr;
@@ -157,17 +244,31 @@ Result<Config> validate(const Flags& f) {
   HC_TRY(apply_override("--n-vocab", f.n_vocab, &c.shape.n_vocab));
   HC_TRY(check_shape(c.shape));
 
-  const WeightType* wtype = nullptr;
-  for (const WeightType& t : kTypes)
-    if (f.type == t.flag) wtype = &t;
+  const WeightType* wtype = find_type(f.type);
   if (!wtype)
     return Status::Error("--type: expected one of " + type_names() + ", found '" + f.type + "'");
   c.wtype = *wtype;
   HC_TRY(check_block_size(c.shape, c.wtype));
 
-  if (f.act != "silu" && f.act != "relu")
+  if (f.arch != "llama" && f.arch != "bamboo")
+    return Status::Error("--arch: expected llama or bamboo, found '" + f.arch + "'");
+  c.arch = f.arch;
+  c.powerinfer = f.powerinfer;
+  if (!f.act.empty() && f.act != "silu" && f.act != "relu")
     return Status::Error("--act: expected relu or silu, found '" + f.act + "'");
-  c.relu = f.act == "relu";
+  const std::string natural = natural_activation(c.arch, c.powerinfer);
+  c.act = f.act.empty() ? natural : f.act;
+  c.write_act = c.act != natural;
+  if (!std::isfinite(f.norm_jitter) || f.norm_jitter < 0.0f || f.norm_jitter > 1.0f)
+    return Status::Error("--norm-jitter: expected 0..1, found " + std::to_string(f.norm_jitter));
+  c.norm_jitter = f.norm_jitter;
+  if (c.powerinfer) {
+    HC_TRY(check_predictor(f, c));
+    c.gate_predictor = f.pred_kind == "gate";
+    c.pred_rank = f.pred_rank != 0 ? f.pred_rank : c.gate_predictor ? 2 * c.shape.n_embd : 64;
+    c.pred_type = *find_type(f.pred_type);
+    c.sparse_threshold = f.sparse_threshold;
+  }
   if (f.layers < 1 || f.layers > 1024)
     return Status::Error("--layers: expected 1..1024, found " + std::to_string(f.layers));
   c.n_layer = f.layers;
@@ -237,6 +338,17 @@ SynthVocab make_vocab(int n_vocab) {
 
 // llama.cpp's names and shapes (src/model/llama_model.cpp binds the same), in the order of
 // llama.cpp's HF converter: token_embd, the blocks, output_norm, output.
+// PowerInfer's layout (convert-hf-to-powerinfer-gguf.py, llm_load_sparse_model_tensors) replaces
+// each ffn_down by ffn_down_t, its transpose ([n_ff, n_embd]: row i is neuron i's output
+// column; the weight type, as PowerInfer's quantize gives it), and adds the predictor
+// logit = fc2 . relu(fc1 . x): fc1 [rank, n_embd], fc2 [n_ff, rank] in --pred-type, random
+// (firing decisions unrelated to the activations), or with --pred-kind gate built from the
+// layer's weights: fc1 = (diag(w); -diag(w)), fc2 = (G, -G) with w the ffn_norm weights and G
+// ffn_gate, so relu(w x) - relu(-w x) = w x and logit = G (w x) = rms(x) gate(x) for x the
+// un-normed FFN input PowerInfer feeds its predictors: a neuron is predicted exactly when its
+// gate is positive (up to the rounding of the predictor's F16 / quantised products), as by a
+// perfect predictor of a ReLU model. Fed the normed input instead, the logit is G (w^2 x) / rms:
+// with norm weights other than 1 (--norm-jitter) its sign differs for many neurons.
 std::vector<TensorSpec> tensor_specs(const Config& c) {
   const Shape& s = c.shape;
   const int64_t head_dim = s.n_embd / s.n_head;
@@ -244,14 +356,13 @@ std::vector<TensorSpec> tensor_specs(const Config& c) {
   const int64_t kv_dim = s.n_head_kv * head_dim;
   const GgmlType w = c.wtype.type;
   auto matrix = [&](std::string name, int64_t n_in, int64_t n_out) {
-    return TensorSpec{
-        std::move(name), {n_in, n_out}, w, 1.0f / std::sqrt(static_cast<float>(n_in))};
+    return spec(std::move(name), {n_in, n_out}, w, 1.0f / std::sqrt(static_cast<float>(n_in)));
   };
   auto norm = [&](std::string name) {
-    return TensorSpec{std::move(name), {s.n_embd}, GgmlType::F32, 0.0f};
+    return spec(std::move(name), {s.n_embd}, GgmlType::F32, c.norm_jitter, 1.0f);
   };
   std::vector<TensorSpec> out;
-  out.push_back({"token_embd.weight", {s.n_embd, s.n_vocab}, w, 1.0f});  // [n_vocab, n_embd]
+  out.push_back(spec("token_embd.weight", {s.n_embd, s.n_vocab}, w, 1.0f));  // [n_vocab, n_embd]
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     out.push_back(norm(p + "attn_norm.weight"));                       // [n_embd]
@@ -262,7 +373,34 @@ std::vector<TensorSpec> tensor_specs(const Config& c) {
     out.push_back(norm(p + "ffn_norm.weight"));                        // [n_embd]
     out.push_back(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
     out.push_back(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));      // [n_ff, n_embd]
-    out.push_back(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));    // [n_embd, n_ff]
+    if (!c.powerinfer) {
+      out.push_back(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
+      continue;
+    }
+    TensorSpec down_t = matrix(p + "ffn_down_t.weight", s.n_embd, s.n_ff);  // [n_ff, n_embd]
+    down_t.stddev = 1.0f / std::sqrt(static_cast<float>(s.n_ff));           // ffn_down's values
+    down_t.derived = Derived::kTranspose;
+    down_t.source = p + "ffn_down.weight";
+    out.push_back(down_t);
+    const GgmlType pt = c.pred_type.type;
+    TensorSpec fc1 = spec(p + "fc1.weight", {s.n_embd, c.pred_rank}, pt,  // [rank, n_embd]
+                          1.0f / std::sqrt(static_cast<float>(s.n_embd)));
+    TensorSpec fc2 = spec(p + "fc2.weight", {c.pred_rank, s.n_ff}, pt,  // [n_ff, rank]
+                          1.0f / std::sqrt(static_cast<float>(c.pred_rank)));
+    if (c.gate_predictor) {
+      const TensorSpec w_norm = norm(p + "ffn_norm.weight");
+      fc1.derived = Derived::kPredFc1;
+      fc1.source = w_norm.name;
+      fc1.stddev = w_norm.stddev;
+      fc1.mean = w_norm.mean;
+      const TensorSpec gate = matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+      fc2.derived = Derived::kPredFc2;
+      fc2.source = gate.name;
+      fc2.stddev = gate.stddev;
+      fc2.source_type = gate.type;
+    }
+    out.push_back(fc1);
+    out.push_back(fc2);
   }
   out.push_back(norm("output_norm.weight"));                    // [n_embd]
   out.push_back(matrix("output.weight", s.n_embd, s.n_vocab));  // [n_vocab, n_embd]
@@ -274,24 +412,28 @@ GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   const Shape& s = c.shape;
   const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
   auto u32 = [](int v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  const std::string a = c.arch + ".";
   GgufWriter w;
-  w.set("general.architecture", GgufValue::str("llama"));
+  w.set("general.architecture", GgufValue::str(c.arch));
   w.set("general.name", GgufValue::str(std::string("synth-") + s.name));
   w.set("general.file_type", GgufValue::u32(c.wtype.ftype));
   w.set("general.quantization_version", GgufValue::u32(kQuantizationVersion));
   w.set("hotcold.synth.seed", GgufValue::u64(c.seed));
-  w.set("llama.vocab_size", u32(s.n_vocab));
-  w.set("llama.context_length", u32(s.n_ctx));
-  w.set("llama.embedding_length", u32(s.n_embd));
-  w.set("llama.block_count", u32(c.n_layer));
-  w.set("llama.feed_forward_length", u32(s.n_ff));
-  w.set("llama.rope.dimension_count", GgufValue::u32(head_dim));
-  w.set("llama.attention.head_count", u32(s.n_head));
-  w.set("llama.attention.head_count_kv", u32(s.n_head_kv));
-  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
-  w.set("llama.rope.freq_base", GgufValue::f32(10000.0f));
-  // hotcold's key (model/llama_model.cpp); llama.cpp ignores it and always uses SiLU.
-  if (c.relu) w.set("llama.feed_forward_activation", GgufValue::str("relu"));
+  w.set(a + "vocab_size", u32(s.n_vocab));
+  w.set(a + "context_length", u32(s.n_ctx));
+  w.set(a + "embedding_length", u32(s.n_embd));
+  w.set(a + "block_count", u32(c.n_layer));
+  w.set(a + "feed_forward_length", u32(s.n_ff));
+  w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
+  w.set(a + "attention.head_count", u32(s.n_head));
+  w.set(a + "attention.head_count_kv", u32(s.n_head_kv));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
+  w.set(a + "rope.freq_base", GgufValue::f32(10000.0f));
+  // hotcold's key (model/llama_model.cpp), only where the activation is not the file's own;
+  // llama.cpp and PowerInfer ignore it (SiLU for llama, ReLU for PWRI llama, dReLU for bamboo).
+  if (c.write_act) w.set(a + "feed_forward_activation", GgufValue::str(c.act));
+  // PowerInfer's predictor threshold: a neuron is computed when its logit >= this.
+  if (c.powerinfer) w.set("powerinfer.sparse_threshold", GgufValue::f32(c.sparse_threshold));
   const SynthVocab v = make_vocab(s.n_vocab);
   w.set("tokenizer.ggml.model", GgufValue::str("llama"));
   w.set("tokenizer.ggml.tokens", GgufValue::str_array(v.tokens));
@@ -336,6 +478,21 @@ void fill_row(uint64_t state, float stddev, float* out, int64_t n) {
   }
 }
 
+uint64_t tensor_seed(const std::string& name, uint64_t seed) {
+  return mix64(seed ^ mix64(fnv1a(name)));
+}
+
+// Row r of a tensor seeded `seed` (tensor_seed): mean + the random values, or `mean` alone.
+void draw_row(uint64_t seed, int64_t r, float stddev, float mean, float* out, int64_t n) {
+  if (stddev <= 0) {
+    std::fill(out, out + n, mean);
+    return;
+  }
+  fill_row(mix64(seed + static_cast<uint64_t>(r)), stddev, out, n);
+  if (mean != 0.0f)
+    for (int64_t i = 0; i < n; ++i) out[i] += mean;
+}
+
 // ---- writing -------------------------------------------------------------------------------
 
 using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
@@ -346,22 +503,80 @@ Status write_bytes(std::FILE* f, const void* data, size_t n, const std::string& 
   return Status::Ok();
 }
 
+// The transpose of tensor t.source ({ne[1], ne[0]}, drawn row by row as generate_tensor
+// would), converted to t.type: rows of t are columns of the source, so the whole source is
+// drawn first ([ne[0], ne[1]] floats: 180 MiB for a 7B ffn_down).
+void generate_transposed(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
+                         std::vector<uint8_t>* buf) {
+  const int64_t ne0 = t.ne[0], rows = t.ne[1];  // source: ne0 rows of `rows` values
+  const int64_t rb = row_bytes(t.type, ne0);
+  buf->resize(static_cast<size_t>(rb * rows));
+  const uint64_t src_seed = tensor_seed(t.source, seed);
+  std::vector<float> src(static_cast<size_t>(ne0 * rows));  // [ne0, rows] row-major
+  pool->run([&](int ith, int nth) {
+    int64_t r0 = 0, r1 = 0;
+    ThreadPool::split(ne0, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r)
+      draw_row(src_seed, r, t.stddev, t.mean, src.data() + r * rows, rows);
+  });
+  pool->run([&](int ith, int nth) {
+    std::vector<float> row(static_cast<size_t>(ne0));  // [ne0]: column r of the source
+    int64_t r0 = 0, r1 = 0;
+    ThreadPool::split(rows, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t j = 0; j < ne0; ++j) row[j] = src[j * rows + r];
+      quant::quantize_row(t.type, row.data(), buf->data() + r * rb, ne0);
+    }
+  });
+}
+
+// Row r of a gate predictor's fc1 or fc2 (Derived::kPredFc1 / kPredFc2), n = 2 n_embd values.
+void predictor_row(const TensorSpec& t, uint64_t src_seed, int64_t r, const float* norm_w,
+                   float* row, std::vector<float>& g, std::vector<uint8_t>& q) {
+  const int64_t n = t.ne[0], half = n / 2;
+  if (t.derived == Derived::kPredFc1) {  // n_embd values per row: e_r w_r, then -e_r w_r
+    std::fill(row, row + n, 0.0f);
+    row[r % n] = r < n ? norm_w[r] : -norm_w[r - n];
+    return;
+  }
+  g.resize(static_cast<size_t>(half));  // the gate's row r as the file stores it
+  q.resize(static_cast<size_t>(row_bytes(t.source_type, half)));
+  draw_row(src_seed, r, t.stddev, t.mean, g.data(), half);
+  quant::quantize_row(t.source_type, g.data(), q.data(), half);
+  quant::dequantize_row(t.source_type, q.data(), g.data(), half);
+  for (int64_t j = 0; j < half; ++j) {
+    row[j] = g[j];
+    row[half + j] = -g[j];
+  }
+}
+
 // Rows of `t` drawn and converted to t.type in parallel (each thread owns a range of rows),
 // into *buf: [rows, row_bytes] row-major.
 void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
                      std::vector<uint8_t>* buf) {
+  if (t.derived == Derived::kTranspose) return generate_transposed(t, seed, pool, buf);
   const int64_t ne0 = t.ne[0];
   const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
   const int64_t rb = row_bytes(t.type, ne0);
   buf->resize(static_cast<size_t>(rb * rows));
-  const uint64_t tensor_seed = mix64(seed ^ mix64(fnv1a(t.name)));
+  const bool pred = t.derived == Derived::kPredFc1 || t.derived == Derived::kPredFc2;
+  const uint64_t seed_t = tensor_seed(pred ? t.source : t.name, seed);
+  std::vector<float> norm_w;  // kPredFc1: the source norm's n_embd weights
+  if (t.derived == Derived::kPredFc1) {
+    norm_w.resize(static_cast<size_t>(ne0));
+    draw_row(seed_t, 0, t.stddev, t.mean, norm_w.data(), ne0);
+  }
   pool->run([&](int ith, int nth) {
-    std::vector<float> row(static_cast<size_t>(ne0), 1.0f);  // [ne0], one row in f32
+    std::vector<float> row(static_cast<size_t>(ne0));  // [ne0], one row in f32
+    std::vector<float> g;
+    std::vector<uint8_t> q;
     int64_t r0 = 0, r1 = 0;
     ThreadPool::split(rows, ith, nth, &r0, &r1);
     for (int64_t r = r0; r < r1; ++r) {
-      if (t.stddev > 0)
-        fill_row(mix64(tensor_seed + static_cast<uint64_t>(r)), t.stddev, row.data(), ne0);
+      if (pred)
+        predictor_row(t, seed_t, r, norm_w.data(), row.data(), g, q);
+      else
+        draw_row(seed_t, r, t.stddev, t.mean, row.data(), ne0);
       quant::quantize_row(t.type, row.data(), buf->data() + r * rb, ne0);
     }
   });
@@ -386,11 +601,23 @@ uint64_t tensor_bytes(const TensorSpec& t) {
 
 void announce(const Config& c, uint64_t file_bytes) {
   const Shape& s = c.shape;
+  auto num = [](float v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", static_cast<double>(v));
+    return std::string(b);
+  };
+  std::string extra;
+  if (c.arch != "llama") extra += ", arch " + c.arch;
+  if (c.norm_jitter > 0) extra += ", norm jitter " + num(c.norm_jitter);
+  if (c.powerinfer)
+    extra += ", PowerInfer layout (" + std::string(c.gate_predictor ? "gate" : "random") +
+             " predictor, rank " + std::to_string(c.pred_rank) + " " +
+             dtype_name(c.pred_type.type) + ", threshold " + num(c.sparse_threshold) + ")";
   std::fprintf(stderr,
-               "%s: %s shape, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %s, %s, "
+               "%s: %s shape, %d layers, n_embd %d, n_ff %d, heads %d/%d, vocab %d, %s, %s%s, "
                "seed %llu, %d threads -> %s (%s)\n",
                kTool, s.name, c.n_layer, s.n_embd, s.n_ff, s.n_head, s.n_head_kv, s.n_vocab,
-               dtype_name(c.wtype.type), c.relu ? "relu" : "silu",
+               dtype_name(c.wtype.type), c.act.c_str(), extra.c_str(),
                static_cast<unsigned long long>(c.seed), c.threads, c.out.c_str(),
                size_string(file_bytes).c_str());
 }
@@ -399,7 +626,10 @@ void announce(const Config& c, uint64_t file_bytes) {
 Status write_model(const Config& c, const std::string& path) {
   const std::vector<TensorSpec> specs = tensor_specs(c);
   const GgufWriter w = make_writer(c, specs);
-  HC_ASSIGN_OR_RETURN(const std::vector<uint8_t> header, w.serialize_header());
+  HC_ASSIGN_OR_RETURN(std::vector<uint8_t> header, w.serialize_header());
+  // PowerInfer tells its sparse files by the magic alone (ggml.c gguf_init_from_file:
+  // "PWRI" -> GGML_SPARSE_INFERENCE); the rest is GGUF v3, as its converter writes it.
+  if (c.powerinfer) std::memcpy(header.data(), "PWRI", 4);
   uint64_t total = header.size();
   for (const TensorSpec& t : specs) total += tensor_bytes(t) + w.padding(tensor_bytes(t));
   FilePtr f(std::fopen(path.c_str(), "wb"), &std::fclose);
@@ -451,7 +681,8 @@ int run(const std::vector<std::string>& args) {
   Flags f;
   ArgParser p(kTool,
               "Writes a LLaMA GGUF model with random weights of a real model's shape, loadable\n"
-              "by hotcold and llama.cpp, for benchmarks. Shapes:\n"
+              "by hotcold and llama.cpp (with --arch bamboo or --powerinfer: by hotcold and\n"
+              "PowerInfer), for benchmarks and reference tests. Shapes:\n"
               "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
               "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
   p.add_string("--shape", &f.shape, "model shape: llama2-7b or tiny");
@@ -462,7 +693,27 @@ int run(const std::vector<std::string>& args) {
   p.add_int("--n-vocab", &f.n_vocab, "override the shape's n_vocab; 0 = keep");
   p.add_int("--layers", &f.layers, "number of layers");
   p.add_string("--type", &f.type, "weight type: " + type_names());
-  p.add_string("--act", &f.act, "FFN activation: silu or relu (relu: hotcold only)");
+  p.add_string("--arch", &f.arch,
+               "general.architecture: llama or bamboo (PowerInfer's relu(gate) * relu(up))");
+  p.add_string("--act", &f.act,
+               "FFN activation: silu or relu, written as hotcold's key (hotcold only) where it "
+               "is not the file's own; empty = the file's own (llama silu, PowerInfer llama "
+               "relu, bamboo drelu)");
+  p.add_float("--norm-jitter", &f.norm_jitter,
+              "RMS norm weights 1 + J * N(0, 1) instead of exactly 1 (0..1)");
+  p.add_flag("--powerinfer", &f.powerinfer,
+             "PowerInfer's sparse layout: magic PWRI, ffn_down_t instead of ffn_down, "
+             "predictors fc1 / fc2 (--pred-*), powerinfer.sparse_threshold");
+  p.add_string("--pred-kind", &f.pred_kind,
+               "predictors (--powerinfer): random, or gate: exact, built from the layer's "
+               "ffn_norm and ffn_gate so the logit is rms(x) * gate (rank 2 n_embd)");
+  p.add_int("--pred-rank", &f.pred_rank,
+            "predictor rank (fc1 rows; --powerinfer); 0 = 64 for random, 2 n_embd for gate");
+  p.add_string("--pred-type", &f.pred_type,
+               "predictor weight type (--powerinfer; f16 as PowerInfer's converter writes)");
+  p.add_float("--sparse-threshold", &f.sparse_threshold,
+              "powerinfer.sparse_threshold (--powerinfer): a neuron is computed when its "
+              "predictor logit is >= this");
   p.add_u64("--seed", &f.seed, "random seed");
   p.add_int("-t,--threads", &f.threads, "threads");
   p.add_string("-o,--output", &f.out, "output GGUF file (required)");
