@@ -62,8 +62,15 @@ Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok
       if (share == 0) continue;
       // dReLU: relu(g) * relu(u); relu moves by no more than its argument, so u's bound holds.
       const double h = a * (kind == ops::GluKind::kDRelu ? std::max(u.value, 0.0) : u.value);
+      // A device that rounds as ggml's kernels (the CPU device) also rounds h to an F16 / BF16
+      // down_t's dot type before the down projection (ops::round_h_by_value).
+      const GgmlType hv = quant::vec_dot_type(w.down_t.type);
+      const double h_round = !quantises_activations() ? 0.0
+                             : hv == GgmlType::F16   ? kU16
+                             : hv == GgmlType::BF16  ? 1.0 / 256
+                                                     : 0.0;
       const double eh = 1.1 * g.bound * std::fabs(u.value) + std::fabs(a) * u.bound +
-                        g.bound * u.bound + 8 * kU * std::fabs(h);
+                        g.bound * u.bound + (8 * kU + h_round) * std::fabs(h);
       const float* d = w.down_t.row(rows[k]);
       for (int64_t c = 0; c < n_embd; ++c) {
         const double hd = h * d[c];

@@ -467,6 +467,8 @@ class CpuDevice final : public Device {
       for (int64_t j = 0; j < n_idx; ++j)
         if (!fired(t, j)) h[j] = 0.0f;
     }
+    // As the host's sparse FFN: h rounded to an F16 / BF16 down_t's dot type (round_h).
+    round_h_by_value(down_t.type, gs_.data(), n_tok * n_idx);
     sparse_down(down_t, idx_.data(), n_idx, gs_.data(), n_tok, out, pool_);
   }
 

@@ -128,6 +128,19 @@ void sparse_rows(const TensorView& w, MatmulInput& in, const int32_t* idx, int64
   });
 }
 
+bool round_h_by_value(GgmlType dt, float* h, int64_t n) {
+  const GgmlType vt = quant::vec_dot_type(dt);
+  if (vt == GgmlType::F16) {
+    for (int64_t i = 0; i < n; ++i) h[i] = fp16_to_fp32(fp32_to_fp16(h[i]));
+    return true;
+  }
+  if (vt == GgmlType::BF16) {
+    for (int64_t i = 0; i < n; ++i) h[i] = bf16_to_fp32(fp32_to_bf16(h[i]));
+    return true;
+  }
+  return false;
+}
+
 void sparse_down(const TensorView& dt, const int32_t* idx, int64_t n_idx, const float* h,
                  int64_t n_tok, float* out, ThreadPool& pool) {
   check_down(dt, idx, n_idx);

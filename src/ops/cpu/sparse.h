@@ -39,6 +39,10 @@ void sparse_rows(const TensorView& w, MatmulInput& in, const int32_t* idx, int64
 // h: [n_tok, n_idx] the selected neurons' activations; out: [n_tok, dt.ne0] (overwritten).
 void sparse_down(const TensorView& dt, const int32_t* idx, int64_t n_idx, const float* h,
                  int64_t n_tok, float* out, ThreadPool& pool);
+// h rounded value by value as a dot product with dt reads it in ggml, when dt's vec_dot_type
+// is F16 or BF16 (h -> fp16 / bf16 -> fp32, round to nearest even); true if it was. Other types
+// leave h alone and return false (their dot types quantise blocks of neurons: the caller decides).
+bool round_h_by_value(GgmlType dt, float* h, int64_t n);
 // Scalar twin (one thread, reference dequantisation): bit-identical to sparse_down.
 void sparse_down_ref(const TensorView& dt, const int32_t* idx, int64_t n_idx, const float* h,
                      int64_t n_tok, float* out);
