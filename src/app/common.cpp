@@ -40,6 +40,10 @@ void add_sparse_flags(ArgParser& p, SparseFlags* f) {
   p.add_flag("--predictor", &f->predictor,
              "the model's activation predictors (blk.N.fc1/fc2, from hotcold train-predictor or "
              "PowerInfer) choose the firing set before each FFN runs; implies --sparse");
+  p.add_float("--pred-threshold", &f->pred_threshold,
+              "with --predictor: every layer's predictor logit threshold, a neuron runs when its "
+              "logit is at least this (PowerInfer's LLAMA_SPARSE_PRED_THRESHOLD) (default: the "
+              "file's)");
   p.add_float("--sparse-union-max", &f->union_max,
                "prompt batches whose union firing set exceeds this share of the neurons run the "
                "dense FFN");
@@ -47,12 +51,20 @@ void add_sparse_flags(ArgParser& p, SparseFlags* f) {
 
 Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
                                                            const LlamaModel& model) {
+  if (!std::isnan(f.pred_threshold) && !f.predictor)
+    return Status::Error("--pred-threshold needs --predictor");
   if (!f.enabled()) return std::shared_ptr<const SparseFfn>();
   SparseOptions opt;
   opt.max_union_share = f.union_max;
   opt.use_predictor = f.predictor;
   if (f.predictor && f.sparsity >= 0)
     return Status::Error("--predictor and --sparsity exclude each other (the predictor chooses the set)");
+  if (!std::isnan(f.pred_threshold)) {
+    if (!std::isfinite(f.pred_threshold))
+      return Status::Error("--pred-threshold: expected a finite logit, found " +
+                           std::to_string(f.pred_threshold));
+    opt.predictor_thresholds.assign(static_cast<size_t>(model.hparams().n_layer), f.pred_threshold);
+  }
   if (f.sparsity >= 0) {
     if (f.sparsity >= 1.0)
       return Status::Error("--sparsity: expected a share in [0, 1), found " + std::to_string(f.sparsity));

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct SparseFlags {
   std::string stats;       // --stats FILE (hotcold profile output)
   float union_max = 0.5f;  // --sparse-union-max F
   bool predictor = false;  // --predictor: the model's activation predictors choose the set
+  // --pred-threshold F: every layer's predictor logit threshold (PowerInfer's
+  // LLAMA_SPARSE_PRED_THRESHOLD); NaN = the file's (hotcold.predictor.thresholds, else
+  // powerinfer.sparse_threshold).
+  float pred_threshold = std::numeric_limits<float>::quiet_NaN();
   bool enabled() const { return sparse || sparsity >= 0 || predictor; }
   // Sets the load options the sparse FFN wants (row layouts of the matrices it reads by row).
   void apply_to(ModelFlags* m) const {

@@ -135,6 +135,19 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
   EXPECT_NEAR(d, o, 1e-3 * o);  // ffn_down_t in place of ffn_down: the same model
   EXPECT_NEAR(p, d, 0.02 * d);
   EXPECT_TRUE(has(pred.out, "FFN sparsity: ")) << pred.out;
+  // --pred-threshold replaces every layer's threshold (PowerInfer's
+  // LLAMA_SPARSE_PRED_THRESHOLD): far above every logit nothing is predicted, every activation
+  // is skipped; and it needs --predictor.
+  std::vector<std::string> high = pppl;
+  high.insert(high.end(), {"--pred-threshold", "1e30"});
+  CliResult none = run_hotcold(high);
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_TRUE(has(none.out, "FFN sparsity: 100.00% of activations skipped")) << none.out;
+  std::vector<std::string> no_pred = ppl;
+  no_pred.insert(no_pred.end(), {"--pred-threshold", "0"});
+  CliResult bad = run_hotcold(no_pred);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_TRUE(has(bad.err, "--pred-threshold needs --predictor")) << bad.err;
 }
 
 TEST_F(TrainPredictorCli, SameSeedSameFileOnAnyThreadCount) {
