@@ -44,6 +44,10 @@ void add_sparse_flags(ArgParser& p, SparseFlags* f) {
               "with --predictor: every layer's predictor logit threshold, a neuron runs when its "
               "logit is at least this (PowerInfer's LLAMA_SPARSE_PRED_THRESHOLD) (default: the "
               "file's)");
+  p.add_string("--pred-type", &f->pred_type,
+               "with --predictor: convert the predictors to this type at load (q8_0, q4_0, f16, "
+               "...): fewer bytes read per token, logits a little less precise (default: the "
+               "file's)");
   p.add_float("--sparse-union-max", &f->union_max,
                "prompt batches whose union firing set exceeds this share of the neurons run the "
                "dense FFN");
@@ -53,6 +57,7 @@ Result<std::shared_ptr<const SparseFfn>> sparse_from_flags(const SparseFlags& f,
                                                            const LlamaModel& model) {
   if (!std::isnan(f.pred_threshold) && !f.predictor)
     return Status::Error("--pred-threshold needs --predictor");
+  if (!f.pred_type.empty() && !f.predictor) return Status::Error("--pred-type needs --predictor");
   if (!f.enabled()) return std::shared_ptr<const SparseFfn>();
   SparseOptions opt;
   opt.max_union_share = f.union_max;
@@ -127,6 +132,13 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
   opt.repack = !f.no_repack;
   opt.sparse_ffn = f.sparse_ffn;
   opt.sparse_gate = f.sparse_gate;
+  if (!f.predictor_type.empty()) {
+    GgmlType t;
+    if (!dtype_from_name(f.predictor_type, &t))
+      return Status::Error("--pred-type: unknown type '" + f.predictor_type +
+                           "' (expected e.g. f16, q8_0, q4_0)");
+    opt.predictor_type = t;
+  }
   auto m = LlamaModel::load(f.model, opt);
   if (!m.ok()) return m.status();
   const LlamaHParams& hp = (*m)->hparams();

@@ -30,6 +30,7 @@ struct ModelFlags {
   // (the sparse operators read single rows), as LlamaModel::LoadOptions::sparse_ffn.
   bool sparse_ffn = false;
   bool sparse_gate = false;  // ... and ffn_gate too (predictor-driven sparsity)
+  std::string predictor_type;  // LoadOptions::predictor_type by name ("" = the file's)
 };
 
 // Activation sparsity (model/sparse_ffn.h) for run, bench and perplexity.
@@ -43,11 +44,13 @@ struct SparseFlags {
   // LLAMA_SPARSE_PRED_THRESHOLD); NaN = the file's (hotcold.predictor.thresholds, else
   // powerinfer.sparse_threshold).
   float pred_threshold = std::numeric_limits<float>::quiet_NaN();
+  std::string pred_type;  // --pred-type: store the predictors in this type (e.g. q8_0)
   bool enabled() const { return sparse || sparsity >= 0 || predictor; }
   // Sets the load options the sparse FFN wants (row layouts of the matrices it reads by row).
   void apply_to(ModelFlags* m) const {
     m->sparse_ffn = enabled();
     m->sparse_gate = predictor;
+    m->predictor_type = predictor ? pred_type : "";
   }
 };
 

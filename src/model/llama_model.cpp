@@ -189,6 +189,8 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
   // 49k vocabulary) is copied out by now: drop the file pages it touched from this process.
   drop_pages(model->mapped_.bytes(), model->file_.data_offset);
   HC_TRY(model->bind_weights().with_context("'" + path + "'"));
+  if (opt.predictor_type)
+    HC_TRY(model->convert_predictors(*opt.predictor_type).with_context("'" + path + "'"));
   model->keep_ffn_rows_ = opt.sparse_ffn;
   model->keep_gate_rows_ = opt.sparse_gate;
   if (opt.repack) {
@@ -211,6 +213,35 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
 
 void LlamaModel::Unmap::operator()(uint8_t* p) const {
   if (p) munmap(p, bytes);
+}
+
+Status LlamaModel::convert_predictors(GgmlType t) {
+  if (!quant::can_quantize_to(t) || !quant::is_supported_weight_type(t))
+    return Status::Error(std::string("predictor type: cannot store predictors as ") + dtype_name(t));
+  for (size_t il = 0; il < w_.layers.size(); ++il) {
+    for (TensorView* m : {&w_.layers[il].fc1, &w_.layers[il].fc2}) {
+      if (m->empty() || m->type == t) continue;
+      if (m->ne0 % dtype_traits(t).block_size != 0)
+        return Status::Error("predictor type " + std::string(dtype_name(t)) + ": layer " +
+                             std::to_string(il) + "'s predictor rows hold " +
+                             std::to_string(m->ne0) + " values, not a multiple of its block size " +
+                             std::to_string(dtype_traits(t).block_size));
+      const size_t rb = static_cast<size_t>(row_bytes(t, m->ne0)), bytes = rb * m->ne1;
+      void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (mem == MAP_FAILED)
+        return Status::Error("predictor type: cannot map " + std::to_string(bytes) + " bytes: " +
+                             std::strerror(errno));
+      auto* dst = static_cast<uint8_t*>(mem);
+      packed_.emplace_back(dst, Unmap{bytes});
+      std::vector<float> row(static_cast<size_t>(m->ne0));
+      for (int64_t r = 0; r < m->ne1; ++r) {
+        quant::dequantize_row(m->type, m->row(r), row.data(), m->ne0);
+        quant::quantize_row(t, row.data(), dst + r * rb, m->ne0);
+      }
+      *m = TensorView::make(t, dst, m->ne0, m->ne1);
+    }
+  }
+  return Status::Ok();
 }
 
 void LlamaModel::repack_weights(bool drop_pages) {

@@ -92,6 +92,9 @@ class LlamaModel {
     bool sparse_ffn = false;
     // Predictor-driven sparse FFN: ffn_gate keeps the row layout too.
     bool sparse_gate = false;
+    // Store the activation predictors (fc1 / fc2) in this type, converted at load (none: as the
+    // file has them). Fewer bytes per token at some cost in their logits' precision.
+    std::optional<GgmlType> predictor_type;
   };
   // Maps the file, parses GGUF, reads hyperparameters, tokenizer and binds all weights.
   static Result<std::shared_ptr<const LlamaModel>> load(const std::string& path,
@@ -129,6 +132,8 @@ class LlamaModel {
   // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there;
   // `file`: the mapping to release after each vector (empty: keep its pages).
   void copy_vectors(std::span<const uint8_t> file);
+  // Converts every predictor matrix to type t (anonymous memory in packed_).
+  Status convert_predictors(GgmlType t);
 
   MappedFile mapped_;
   GgufFile file_;

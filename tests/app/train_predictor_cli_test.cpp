@@ -148,6 +148,23 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
   CliResult bad = run_hotcold(no_pred);
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_TRUE(has(bad.err, "--pred-threshold needs --predictor")) << bad.err;
+  // --pred-type converts the predictors at load: the same model within the predictors'
+  // rounding; an unknown type, or no --predictor, is an error.
+  std::vector<std::string> q8 = pppl;
+  q8.insert(q8.end(), {"--pred-type", "q8_0"});
+  CliResult pq = run_hotcold(q8);
+  ASSERT_EQ(pq.exit_code, 0) << pq.err;
+  EXPECT_NEAR(ppl_of(pq.out), p, 0.01 * p);
+  std::vector<std::string> bogus = pppl;
+  bogus.insert(bogus.end(), {"--pred-type", "q9_9"});
+  CliResult bt = run_hotcold(bogus);
+  EXPECT_NE(bt.exit_code, 0);
+  EXPECT_TRUE(has(bt.err, "--pred-type: unknown type 'q9_9'")) << bt.err;
+  std::vector<std::string> nopred = ppl;
+  nopred.insert(nopred.end(), {"--pred-type", "q8_0"});
+  CliResult np = run_hotcold(nopred);
+  EXPECT_NE(np.exit_code, 0);
+  EXPECT_TRUE(has(np.err, "--pred-type needs --predictor")) << np.err;
 }
 
 TEST_F(TrainPredictorCli, SameSeedSameFileOnAnyThreadCount) {

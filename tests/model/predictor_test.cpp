@@ -4,10 +4,14 @@
 // sparse FFN equals the dense one when the predictor is exact. On a ReLU model, fc1 = W_gate
 // and fc2 = I is an exact predictor: logit_i = relu(gate_i) > 0 exactly when neuron i fires.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
@@ -226,6 +230,65 @@ TEST(PowerInferLayout, PredictorReadsTheGivenResidualAndPredictsLogitsAtLeastThe
   ASSERT_TRUE(above.ok()) << above.message();
   predict_firing(*m, **above, il, x.data(), n_tok, sc, pool);
   EXPECT_EQ(sc.fire[5], 0);
+}
+
+// The bytes of a model in a temporary file (LlamaModel::load reads files), removed at the end.
+struct ScratchFile {
+  std::string p;
+  explicit ScratchFile(const std::vector<uint8_t>& bytes) {
+    p = (std::filesystem::temp_directory_path() /
+         ("hc_predictor_test_" + std::to_string(::getpid()) + ".gguf"))
+            .string();
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  ~ScratchFile() { std::remove(p.c_str()); }
+  const std::string& path() const { return p; }
+};
+
+// Predictors converted at load (LoadOptions::predictor_type, --pred-type): stored in the new
+// type, their logits within that type's rounding of the file's, and a type whose block does
+// not divide the rows is an error naming it.
+TEST(PowerInferLayout, PredictorsConvertedAtLoadKeepTheirLogits) {
+  Models ms;  // n_embd 64, rank = n_ff 96: Q8_0 / Q4_0 blocks of 32 divide both
+  auto ref = LlamaModel::from_gguf(*parse_gguf(ms.pwr));
+  ASSERT_TRUE(ref.ok()) << ref.message();
+  ScratchFile file(ms.pwr);
+  const int64_t E = ms.spec.n_embd, F = ms.spec.n_ff, n_tok = 2;
+  std::vector<float> x(static_cast<size_t>(n_tok * E));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.3 * double(i));
+  ThreadPool pool(2);
+  SparseOptions so;
+  so.use_predictor = true;
+  auto sref = SparseFfn::build(**ref, so);
+  ASSERT_TRUE(sref.ok()) << sref.message();
+  SparseScratch a;
+  predict_firing(**ref, **sref, 0, x.data(), n_tok, a, pool);
+  const std::vector<float> want(a.logit.begin(), a.logit.begin() + n_tok * F);
+  float scale = 0;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  for (auto [t, rel] : {std::pair{GgmlType::Q8_0, 0.02f}, std::pair{GgmlType::Q4_0, 0.25f}}) {
+    LlamaModel::LoadOptions lo;
+    lo.predictor_type = t;
+    auto m = LlamaModel::load(file.path(), lo);
+    ASSERT_TRUE(m.ok()) << m.message();
+    EXPECT_EQ((*m)->weights().layers[0].fc1.type, t);
+    EXPECT_EQ((*m)->weights().layers[1].fc2.type, t);
+    auto sp = SparseFfn::build(**m, so);
+    ASSERT_TRUE(sp.ok()) << sp.message();
+    SparseScratch b;
+    predict_firing(**m, **sp, 0, x.data(), n_tok, b, pool);
+    float diff = 0;
+    for (int64_t i = 0; i < n_tok * F; ++i) diff = std::max(diff, std::fabs(b.logit[i] - want[i]));
+    EXPECT_GT(diff, 0.0f) << dtype_name(t);  // converted: not the same bits
+    EXPECT_LT(diff, rel * scale) << dtype_name(t);
+  }
+  LlamaModel::LoadOptions bad;
+  bad.predictor_type = GgmlType::Q4_K;  // blocks of 256 do not divide rows of 64
+  auto m = LlamaModel::load(file.path(), bad);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.message().find("not a multiple of its block size 256"), std::string::npos)
+      << m.message();
 }
 
 // Predictors hotcold trained before they read the residual are refused, naming the fix; files
