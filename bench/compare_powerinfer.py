@@ -17,7 +17,8 @@ PowerInfer comes from tools/ref/powerinfer_build.sh (it needs the fetched source
   tools/ref/powerinfer_build.sh
   python3 bench/compare_powerinfer.py [--types f16,q4_0] [--layers 4] [--rounds 3]
 
-Files go to $HOTCOLD_CACHE/models/pwri (about 2 GB for F16, 0.6 GB for Q4_0 at 4 layers).
+--pred-type T has hotcold convert the predictors to T at load (its own option; PowerInfer reads
+them as the file stores them, F16). Files go to $HOTCOLD_CACHE/models/pwri (about 2 GB for F16, 0.6 GB for Q4_0 at 4 layers).
 PowerInfer's sparse down projection races with more than one thread (its results move by
 ~0.1%); that does not matter for speed.
 """
@@ -50,11 +51,15 @@ def make_model(synth: Path, wtype: str, layers: int, rank: int, out: Path) -> No
                     "--pred-type", "f16", "--seed", "1", "-o", str(out)], check=True)
 
 
+HOTCOLD_EXTRA: list[str] = []  # --pred-type: hotcold's own predictor storage
+
+
 def hotcold_run(hc: Path, model: Path, thr: float, t: int, n: int) -> tuple[float, float]:
     """(decode tok/s, share of activations skipped) of one greedy run."""
     r = subprocess.run([str(hc), "run", "-m", str(model), "--predictor", "--pred-threshold",
                         repr(thr), "-t", str(t), "-n", str(n), "--temp", "0", "--ignore-eos",
-                        "-p", PROMPT], check=True, capture_output=True, text=True, errors="replace")
+                        "-p", PROMPT] + HOTCOLD_EXTRA, check=True, capture_output=True, text=True,
+                       errors="replace")
     tps = re.search(r"generated: \d+ tokens in [0-9.]+ s \(([0-9.]+) tok/s\)", r.stderr)
     skip = re.search(r"sparse FFN: ([0-9.]+)% of activations skipped", r.stderr)
     if not tps or not skip:
@@ -105,6 +110,8 @@ def main() -> int:
     ap.add_argument("--powerinfer", type=Path, default=CACHE / "powerinfer" / "bin",
                     help="PowerInfer's bin directory (tools/ref/powerinfer_build.sh)")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--pred-type", help="hotcold only: convert the predictors at load (q8_0, ...);"
+                    " the threshold is calibrated with the file's predictors")
     a = ap.parse_args()
     pi_main = a.powerinfer / "main"
     if not pi_main.exists():
@@ -116,7 +123,10 @@ def main() -> int:
     for wtype in a.types.split(","):
         model = out_dir / f"llama2-7b-{a.layers}L-pwri-r{a.rank}.{wtype.upper()}.gguf"
         make_model(a.synth, wtype, a.layers, a.rank, model)
+        HOTCOLD_EXTRA.clear()
         thr, skipped = calibrate(a.hotcold, model, a.share, a.threads)
+        if a.pred_type:
+            HOTCOLD_EXTRA.extend(["--pred-type", a.pred_type])
         log(f"{model.name}: threshold {thr:.5g} skips {100 * skipped:.1f}% of activations")
         hc, pi = [], []
         for r in range(a.rounds):
@@ -125,7 +135,8 @@ def main() -> int:
             log(f"  round {r + 1}: PowerInfer {pi[-1]:.2f} tok/s, hotcold {hc[-1]:.2f} tok/s")
         b = json.loads(subprocess.run(
             [str(a.hotcold), "bench", "-m", str(model), "--predictor", "--pred-threshold",
-             repr(thr), "-t", str(a.threads), "-p", "0", "-n", str(a.n), "-r", "1", "--json"],
+             repr(thr), "-t", str(a.threads), "-p", "0", "-n", str(a.n), "-r", "1", "--json"]
+            + HOTCOLD_EXTRA,
             check=True, capture_output=True, text=True, errors="replace").stdout)
         tg = b["tg"]
         results.append({
@@ -139,7 +150,8 @@ def main() -> int:
         })
     print(f"\nhotcold vs PowerInfer {commit} (CPU), {a.layers}-layer llama2-7b PWRI, rank-{a.rank} "
           f"predictors marking ~{100 * a.share:.0f}%, -t {a.threads}, -n {a.n}, median of {a.rounds} "
-          "alternating rounds\n")
+          f"alternating rounds" + (f", hotcold --pred-type {a.pred_type}" if a.pred_type else "") +
+          "\n")
     print("| type | skipped | PowerInfer tok/s | hotcold tok/s | ratio (range) | hotcold GB/token | "
           "hotcold GB/s | roofline share |")
     print("|---|---|---|---|---|---|---|---|")
