@@ -24,15 +24,6 @@ namespace {
 using testing::TinyModel;
 using testing::TinyModelSpec;
 
-std::shared_ptr<ops::Device> open_vulkan() {
-  ops::DeviceOptions o;
-  o.kind = ops::DeviceKind::kVulkan;
-  o.vulkan_index = 0;
-  auto d = ops::open_device(o);
-  EXPECT_TRUE(d.ok()) << d.message();
-  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
-}
-
 struct Case {
   const char* name;
   int ngl;
@@ -69,7 +60,7 @@ TEST(VulkanSession, ChargesExactlyWhatItPredictsAndNothingMoreWhileItRuns) {
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + c.name);
-      auto dev = open_vulkan();  // fresh: no scratch yet
+      auto dev = ops::vk_test::open_device0();  // fresh: no scratch yet
       ASSERT_TRUE(dev);
       DevicePlacement p;
       p.n_gpu_layers = c.ngl;

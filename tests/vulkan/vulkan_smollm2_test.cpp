@@ -196,15 +196,6 @@ Result<std::unique_ptr<const SparseFfn>> sparse_at(const LlamaModel& m, float th
   return SparseFfn::build(m, so);
 }
 
-std::shared_ptr<ops::Device> open_vulkan() {
-  ops::DeviceOptions o;
-  o.kind = ops::DeviceKind::kVulkan;
-  o.vulkan_index = 0;
-  auto d = ops::open_device(o);
-  EXPECT_TRUE(d.ok()) << d.message();
-  return d.ok() ? std::shared_ptr<ops::Device>(std::move(*d)) : nullptr;
-}
-
 class VulkanSmolLM2 : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
@@ -233,7 +224,7 @@ TEST_P(VulkanSmolLM2, DenseOffloadAgreesWithTheHostWithinItsNoise) {
   }
   auto m = LlamaModel::load(path_);
   ASSERT_TRUE(m.ok()) << m.message();
-  auto dev = open_vulkan();
+  auto dev = ops::vk_test::open_device0();
   ASSERT_TRUE(dev);
   DevicePlacement p;
   p.n_gpu_layers = 99;
@@ -258,7 +249,7 @@ TEST_P(VulkanSmolLM2, HotColdSplitAgreesWithHostOnlySparseWithinItsNoise) {
   ASSERT_TRUE(sparse.ok()) << sparse.message();
   Agreement floor, got;
   for (const char* kind : {"cpu", "vulkan"}) {
-    auto dev = std::string(kind) == "cpu" ? cpu_device() : open_vulkan();
+    auto dev = std::string(kind) == "cpu" ? cpu_device() : ops::vk_test::open_device0();
     ASSERT_TRUE(dev);
     auto dm = DeviceModel::build(**m, sparse->get(), dev, split(hp, 2));
     ASSERT_TRUE(dm.ok()) << dm.message();

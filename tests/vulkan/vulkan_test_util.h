@@ -5,8 +5,10 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 
+#include "ops/device.h"
 #include "ops/vulkan/vk_device.h"
 
 namespace hc::ops::vk_test {
@@ -17,6 +19,17 @@ inline bool have_device(std::string* why) {
   if (devs->empty()) return *why = "the loader lists no device", false;
   if (!(*devs)[0].usable) return *why = (*devs)[0].name + " lacks " + (*devs)[0].missing, false;
   return true;
+}
+
+// Vulkan device 0 (lavapipe on CI) as a shared device with the default budget; null (and a
+// test failure) when it does not open.
+inline std::shared_ptr<Device> open_device0() {
+  DeviceOptions o;
+  o.kind = DeviceKind::kVulkan;
+  o.vulkan_index = 0;
+  auto d = open_device(o);
+  EXPECT_TRUE(d.ok()) << d.message();
+  return d.ok() ? std::shared_ptr<Device>(std::move(*d)) : nullptr;
 }
 
 }  // namespace hc::ops::vk_test
