@@ -238,12 +238,15 @@ TEST(Hybrid, SlowDeviceGivesTheSameResultAsAFastOne) {
   EXPECT_EQ(max_abs_diff(fast, slow), 0.0f);
 }
 
-TEST(Hybrid, PredictorDrivenHybridMatchesHostOnly) {
+// ReGLU and dReLU (PowerInfer's PWRI llama and bamboo).
+class PredictorHybrid : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   TinyModelSpec spec;
   spec.n_embd = 128;
   spec.n_ff = 192;
   spec.n_layer = 2;
-  spec.activation = "relu";
+  spec.activation = GetParam();
   std::vector<std::vector<uint8_t>> bufs;
   auto bytes = model_with_predictor(spec, bufs);
   auto m = testing::load_tiny(bytes, true);
@@ -277,6 +280,9 @@ TEST(Hybrid, PredictorDrivenHybridMatchesHostOnly) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Activations, PredictorHybrid, ::testing::Values("relu", "drelu"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(Hybrid, BudgetIsRespectedAndFreedAndNamedWhenExceeded) {
   TinyModelSpec spec;
