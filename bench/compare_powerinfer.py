@@ -31,6 +31,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,9 +87,11 @@ def calibrate(hc: Path, model: Path, share: float, t: int) -> tuple[float, float
 
 def powerinfer_run(main: Path, model: Path, thr: float, t: int, n: int) -> float:
     env = dict(os.environ, LLAMA_SPARSE_PRED_THRESHOLD=repr(thr))
-    r = subprocess.run([str(main), "-m", str(model), "-p", " " + PROMPT, "-n", str(n), "--temp",
-                        "0", "--ignore-eos", "-t", str(t), "-c", "512", "-b", "512", "-s", "1"],
-                       env=env, check=True, capture_output=True, text=True, errors="replace")
+    with tempfile.TemporaryDirectory() as cwd:  # main writes main.log where it runs
+        r = subprocess.run([str(main), "-m", str(model), "-p", " " + PROMPT, "-n", str(n),
+                            "--temp", "0", "--ignore-eos", "-t", str(t), "-c", "512", "-b", "512",
+                            "-s", "1"], env=env, cwd=cwd, check=True, capture_output=True,
+                           text=True, errors="replace")
     m = re.search(r"eval time =\s*[0-9.]+ ms /\s*\d+ runs\s*\(\s*[0-9.]+ ms per token,\s*"
                   r"([0-9.]+) tokens per second\)", r.stderr)
     if not m:
