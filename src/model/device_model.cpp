@@ -287,30 +287,6 @@ ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Plac
   return s;
 }
 
-uint64_t kv_half_bytes(const LlamaHParams& hp, int n_ctx) {  // K or V of one layer
-  return static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim *
-         sizeof(fp16_t);
-}
-
-}  // namespace
-
-uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaModel& model,
-                                     int64_t max_tokens, bool attn, bool dense, bool hot,
-                                     bool output) {
-  const Needs n{attn, dense, hot, output};
-  if (!any(n)) return 0;
-  const LlamaHParams& hp = model.hparams();
-  uint64_t total = 0;
-  for_each_buffer(hp, static_cast<uint64_t>(max_tokens), n,
-                  [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
-  return total + dev.scratch_bytes(op_needs(model, max_tokens, output,
-                                            [&](int, bool* a, bool* d, int64_t* h) {
-                                              *a = attn, *d = dense, *h = hot ? hp.n_ff : 0;
-                                            }));
-}
-
-namespace {
-
 Needs needs_of(const DeviceModel& dm) {
   Needs n;
   for (int il = 0; il < dm.model().hparams().n_layer; ++il) {
@@ -331,16 +307,37 @@ ops::ScratchNeeds op_needs_of(const DeviceModel& dm, int64_t max_tokens) {
                   });
 }
 
+// What the session's buffers charge on dev (for_each_buffer) plus the device's own scratch for
+// operations `ops`; 0 when nothing is on the device.
+uint64_t session_bytes(const ops::Device& dev, const LlamaHParams& hp, int64_t T, const Needs& n,
+                       const ops::ScratchNeeds& ops) {
+  if (!any(n)) return 0;
+  uint64_t total = 0;
+  for_each_buffer(hp, static_cast<uint64_t>(T), n,
+                  [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
+  return total + dev.scratch_bytes(ops);
+}
+
+uint64_t kv_half_bytes(const LlamaHParams& hp, int n_ctx) {  // K or V of one layer
+  return static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(hp.n_head_kv) * hp.head_dim *
+         sizeof(fp16_t);
+}
+
 }  // namespace
 
+uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaModel& model,
+                                     int64_t max_tokens, bool attn, bool dense, bool hot,
+                                     bool output) {
+  const int64_t n_ff = model.hparams().n_ff;
+  return session_bytes(dev, model.hparams(), max_tokens, Needs{attn, dense, hot, output},
+                       op_needs(model, max_tokens, output, [&](int, bool* a, bool* d, int64_t* h) {
+                         *a = attn, *d = dense, *h = hot ? n_ff : 0;
+                       }));
+}
+
 uint64_t DeviceSession::scratch_bytes(const DeviceModel& dm, int64_t max_tokens) {
-  const Needs n = needs_of(dm);
-  if (!any(n)) return 0;
-  const ops::Device& dev = dm.device();
-  uint64_t total = 0;
-  for_each_buffer(dm.model().hparams(), static_cast<uint64_t>(max_tokens), n,
-                  [&](auto, uint64_t bytes, const char*) { total += dev.charge_bytes(bytes); });
-  return total + dev.scratch_bytes(op_needs_of(dm, max_tokens));
+  return session_bytes(dm.device(), dm.model().hparams(), max_tokens, needs_of(dm),
+                       op_needs_of(dm, max_tokens));
 }
 
 uint64_t DeviceSession::kv_layer_bytes(const ops::Device& dev, const LlamaHParams& hp,
@@ -360,12 +357,9 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   const uint64_t kv_layer = kv_half_bytes(hp, n_ctx);
   s->k_.assign(static_cast<size_t>(hp.n_layer), nullptr);
   s->v_.assign(static_cast<size_t>(hp.n_layer), nullptr);
-  Needs needs;
+  const Needs needs = needs_of(dm);
   for (int il = 0; il < hp.n_layer; ++il) {
-    needs.dense |= dm.layer(il).ffn_dense;
-    needs.hot |= dm.layer(il).hybrid();
     if (!dm.layer(il).attn) continue;
-    needs.attn = true;
     const std::string kn = "KV cache (K) of layer " + std::to_string(il);
     const std::string vn = "KV cache (V) of layer " + std::to_string(il);
     HC_ASSIGN_OR_RETURN(void* k, s->dev_alloc(kv_layer, kn.c_str()));
@@ -374,7 +368,6 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
     s->v_[static_cast<size_t>(il)] = static_cast<fp16_t*>(v);
     s->kv_bytes_ += 2 * kv_layer;
   }
-  needs.output = dm.output_on_device();
   if (!any(needs)) return s;  // nothing on the device: llama_forward never touches it
   const uint64_t T = static_cast<uint64_t>(max_tokens);
   Status st = Status::Ok();

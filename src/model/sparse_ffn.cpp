@@ -94,41 +94,27 @@ void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   else ops::swiglu(g, u, n);
 }
 
-// Whether round_h rounds each value on its own (F16 / BF16 dot types) rather than blocks of
-// neurons: only such rounding can be applied to the halves of a hybrid layer apart.
-bool rounds_by_value(GgmlType down_t) {
+// h [n_tok, n] (every neuron of a layer, in order) as the down projection's dot product reads
+// it in ggml: converted to vec_dot_type(down_t) and back. F16 / BF16 round each value; the Q8
+// types quantise blocks of consecutive neurons (32, or 256 for Q8_K; a partial last block is
+// padded with zeros), as ggml's matmul does to h and PowerInfer's sparse down projection too
+// (ggml_compute_forward_mul_mat_axpy converts h with from_float of the dot type). F32: as is.
+// The sparse path rounds only value by value (ops::round_h_by_value): a block spanning the
+// halves of a hybrid layer cannot be quantised by either half.
+void round_h_row(GgmlType down_t, float* h, int64_t n_tok, int64_t n) {
+  if (ops::round_h_by_value(down_t, h, n_tok * n)) return;
   const GgmlType vt = quant::vec_dot_type(down_t);
-  return vt == GgmlType::F16 || vt == GgmlType::BF16;
-}
-
-// h [n_tok, n_idx] of the neurons idx (ascending) as the down projection's dot product reads
-// it in ggml: converted to vec_dot_type(down_t), as a row of every neuron (zero outside the
-// set). F16 / BF16 round each value; the Q8 types quantise blocks of consecutive neurons (32,
-// or 256 for Q8_K), as ggml's dense matmul does to h and PowerInfer's sparse down projection
-// too (ggml_compute_forward_mul_mat_axpy converts h with from_float of the dot type). The
-// sparse sum then multiplies by the same values the dense one does. F32: unchanged.
-void round_h(const TensorView& down_t, const int32_t* idx, int64_t n_idx, float* h,
-             int64_t n_tok, std::vector<float>& hblk, std::vector<uint8_t>& hq) {
-  const GgmlType vt = quant::vec_dot_type(down_t.type);
-  if (vt == GgmlType::F32 || n_idx == 0) return;
-  if (ops::round_h_by_value(down_t.type, h, n_tok * n_idx)) return;
-  const int64_t unit = dtype_traits(vt).block_size;
-  hblk.resize(static_cast<size_t>(unit));
-  hq.resize(static_cast<size_t>(row_bytes(vt, unit)));
+  if (vt == GgmlType::F32) return;
+  const int64_t unit = dtype_traits(vt).block_size, padded = (n + unit - 1) / unit * unit;
+  thread_local std::vector<float> row;
+  thread_local std::vector<uint8_t> q;
+  row.assign(static_cast<size_t>(padded), 0.0f);
+  q.resize(static_cast<size_t>(row_bytes(vt, padded)));
   for (int64_t t = 0; t < n_tok; ++t) {
-    float* ht = h + t * n_idx;
-    for (int64_t j = 0; j < n_idx;) {
-      // The set's neurons in idx[j]'s block: [j, e).
-      const int64_t b0 = idx[j] / unit * unit;
-      int64_t e = j;
-      while (e < n_idx && idx[e] < b0 + unit) ++e;
-      std::fill(hblk.begin(), hblk.end(), 0.0f);
-      for (int64_t k = j; k < e; ++k) hblk[static_cast<size_t>(idx[k] - b0)] = ht[k];
-      quant::quantize_activations(vt, hblk.data(), hq.data(), unit);
-      quant::dequantize_row(vt, hq.data(), hblk.data(), unit);
-      for (int64_t k = j; k < e; ++k) ht[k] = hblk[static_cast<size_t>(idx[k] - b0)];
-      j = e;
-    }
+    std::copy(h + t * n, h + (t + 1) * n, row.begin());
+    quant::quantize_activations(vt, row.data(), q.data(), padded);
+    quant::dequantize_row(vt, q.data(), row.data(), padded);
+    std::copy(row.begin(), row.begin() + n, h + t * n);
   }
 }
 
@@ -149,8 +135,7 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
     for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
       if (!fired(t, j)) h[j] = 0.0f;
   }
-  if (rounds_by_value(sparse.down_t(il).type))
-    round_h(sparse.down_t(il), sc.idx.data(), n_idx, sc.gs.data(), n_tok, sc.hblk, sc.hq);
+  ops::round_h_by_value(sparse.down_t(il).type, sc.gs.data(), n_tok * n_idx);  // see round_h_row
   int64_t n_down = n_idx;
   if (hp.ffn_act == FfnActivation::kDRelu) {
     // dReLU zeroes h where up <= 0 too: the down projection reads only the neurons some token
@@ -263,10 +248,7 @@ void ffn_down_dense(const LlamaLayerWeights& L, float* h, int64_t n_tok, float* 
     iota.resize(static_cast<size_t>(n_ff));
     for (int64_t i = 0; i < n_ff; ++i) iota[i] = static_cast<int32_t>(i);
   }
-  // h as the matmul on ffn_down would read it (and PowerInfer's down projection does).
-  thread_local std::vector<float> hblk;
-  thread_local std::vector<uint8_t> hq;
-  round_h(L.ffn_down_t, iota.data(), n_ff, h, n_tok, hblk, hq);
+  round_h_row(L.ffn_down_t.type, h, n_tok, n_ff);  // as the matmul on ffn_down would read h
   ops::sparse_down(L.ffn_down_t, iota.data(), n_ff, h, n_tok, out, pool);
 }
 

@@ -124,8 +124,6 @@ struct SparseScratch {
   std::vector<int32_t> sel;   // candidate positions of the union set (idx[j] = cand[sel[j]])
   std::vector<uint8_t> cfire;  // sparse_ffn_subset: [n_tok, n_cand] firing of the candidates
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
-  std::vector<float> hblk;        // round_h: one block of h
-  std::vector<uint8_t> hq;        // round_h: that block quantised
   ops::MatmulInput pred_in;       // predictor: fc2's input
   ops::MatmulInput res_in;        // predictor: fc1's input (the residual before ffn_norm)
   SparseStats stats;
@@ -148,7 +146,7 @@ struct SparseScratch {
 
 // out = W_down h for n_tok tokens of h [n_tok, n_ff]: the matmul on ffn_down, or, for a
 // PowerInfer file that has only ffn_down_t, the sum of every neuron's row of it, h first
-// rounded as the matmul would (round_h, in place). iota: scratch.
+// rounded as the matmul would (in place). iota: scratch.
 void ffn_down_dense(const LlamaLayerWeights& L, float* h, int64_t n_tok, float* out,
                     ThreadPool& pool, ops::MatmulInput& in, std::vector<int32_t>& iota);
 

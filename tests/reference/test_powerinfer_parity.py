@@ -163,6 +163,9 @@ def test_perplexity(hotcold_bin, goldens, fixtures, text, name, mode, ref):
     rel = abs(ppl - want["ppl"]) / want["ppl"]
     tol = _tolerance(goldens, name, mode)[0]
     chunk_rel = ", ".join(f"{100 * (c - w) / w:+.3f}%" for c, w in zip(chunks, want["chunk_ppl"]))
+    # The figures of docs/TESTING.md's table: pytest -s -k test_perplexity prints them.
+    print(f"\n{name} ({mode}): hotcold {ppl:.4f}, PowerInfer {want['ppl']:.4f} ({ref}): "
+          f"{100 * (ppl / want['ppl'] - 1):+.3f}%")
     assert rel <= tol, (
         f"{name} ({mode}): PPL {ppl:.4f} vs PowerInfer {want['ppl']:.4f} on {ref} "
         f"({100 * rel:.3f}% > {100 * tol:.2f}%); cumulative per chunk: {chunk_rel}")
