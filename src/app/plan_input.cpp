@@ -76,7 +76,8 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.op_us = dp.op_us;
   hw.sync_us = dp.sync_us;
   hw.dev_overhead_bytes = dev.overhead_bytes();
-  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model, kForwardUbatch, true,
+  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model, kForwardUbatch,
+                                                    device_blocks_supported(model.hparams()),
                                                     false, true, false);
   return hw;
 }
@@ -114,6 +115,7 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
     c.host_neuron_bytes = row_of(L.ffn_up) + down_row + (predictor ? row_of(L.ffn_gate) : 0);
     c.host_cold_bytes = predictor ? 0 : row_of(L.ffn_gate);
     c.predictor_bytes = bytes_of(L.fc1) + bytes_of(L.fc2);
+    c.attn_placeable = device_blocks_supported(hp);
     // The predictor runs on the host (read per token there): the planner charges it as such.
     HC_ASSIGN_OR_RETURN(c.fire_prob,
                         sparse::fire_probabilities(stats.fire_count(il), stats.n_tokens()));

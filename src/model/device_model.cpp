@@ -66,6 +66,11 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
     if (!sparse_)
       return Status::Error("layer " + std::to_string(il) +
                            ": hot neurons on the device need the sparse FFN");
+    if (!hp.ffn_gated && hp.ffn_act != FfnActivation::kRelu)
+      return Status::Error(std::string("hot neurons on a device: the devices compute an ungated "
+                                       "FFN with ReLU only, this ") + hp.arch + " model's is " +
+                           activation_name(hp.ffn_act) + ": run it on the host (no -ngl / "
+                           "--vram-budget)");
     for (size_t j = 0; j < hot->size(); ++j) {
       const int32_t i = (*hot)[j];
       if (i < 0 || i >= hp.n_ff || (j > 0 && i <= (*hot)[j - 1]))
@@ -80,7 +85,9 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
                       n_u = layer_name(il, "ffn_up (hot rows)"),
                       n_d = layer_name(il, "ffn_down_t (hot rows)");
     HC_ASSIGN_OR_RETURN(d.hot_gate, put(L.ffn_gate, n_g.c_str(), d.hot.data(), n));
-    HC_ASSIGN_OR_RETURN(d.hot_up, put(L.ffn_up, n_u.c_str(), d.hot.data(), n));
+    if (!L.ffn_up.empty()) {  // ungated FFNs (falcon) have none
+      HC_ASSIGN_OR_RETURN(d.hot_up, put(L.ffn_up, n_u.c_str(), d.hot.data(), n));
+    }
     HC_ASSIGN_OR_RETURN(d.hot_down_t, put(sparse_->down_t(il), n_d.c_str(), d.hot.data(), n));
   }
   for (int32_t i = 0; i < hp.n_ff; ++i)
@@ -104,6 +111,14 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
     return Status::Error("placement: expected hot-neuron lists for " +
                          std::to_string(hp.n_layer) + " layers, found " +
                          std::to_string(p.hot.size()));
+  const bool any_attn_asked = p.n_gpu_layers > 0 ||
+                              std::any_of(p.attn.begin(), p.attn.end(), [](uint8_t a) { return a != 0; });
+  if (any_attn_asked && !device_blocks_supported(hp))
+    return Status::Error(
+        "placement: the devices do not run " + hp.arch + "'s attention, dense FFN or output "
+        "layer (LayerNorm, NeoX RoPE, parallel blocks): -ngl and attention placements are not "
+        "built for it; place hot neurons only (--vram-budget with --stats, or a plan without "
+        "attention)");
   std::unique_ptr<DeviceModel> dm(new DeviceModel());
   dm->dev_ = dev;
   dm->model_ = &model;
@@ -184,7 +199,7 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
   const int64_t n = static_cast<int64_t>(swaps.size());
   dev_->update_rows(d.hot_gate, L.ffn_gate, mig_src_.data(), mig_slot_.data(), n);
-  dev_->update_rows(d.hot_up, L.ffn_up, mig_src_.data(), mig_slot_.data(), n);
+  if (!L.ffn_up.empty()) dev_->update_rows(d.hot_up, L.ffn_up, mig_src_.data(), mig_slot_.data(), n);
   dev_->update_rows(d.hot_down_t, sparse_->down_t(il), mig_src_.data(), mig_slot_.data(), n);
   // The host's candidate list, rebuilt aside and swapped in (the double buffer).
   cold_next_.clear();
@@ -195,7 +210,7 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   migrated_neurons_ += static_cast<uint64_t>(n);
   migrated_bytes_ += static_cast<uint64_t>(n) *
                      static_cast<uint64_t>(row_bytes(L.ffn_gate.type, L.ffn_gate.ne0) +
-                                           row_bytes(L.ffn_up.type, L.ffn_up.ne0) +
+                                           (L.ffn_up.empty() ? 0 : row_bytes(L.ffn_up.type, L.ffn_up.ne0)) +
                                            row_bytes(sparse_->down_t(il).type,
                                                      sparse_->down_t(il).ne0));
   return Status::Ok();
@@ -280,7 +295,7 @@ ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Plac
         if (!w->empty()) s.matmul.push_back(shape_of(*w));
     if (hot > 0) {
       s.ffn.push_back({L.ffn_gate.type, L.ffn_gate.ne0, hot});
-      s.ffn.push_back({L.ffn_up.type, L.ffn_up.ne0, hot});
+      if (!L.ffn_up.empty()) s.ffn.push_back({L.ffn_up.type, L.ffn_up.ne0, hot});
     }
   }
   if (output) s.matmul.push_back(shape_of(model.weights().output));

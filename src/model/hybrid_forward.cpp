@@ -59,7 +59,7 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
   dev.matmul(d.gate, ds.xb, n_tok, ds.gate);
   dev.matmul(d.up, ds.xb, n_tok, ds.up);
   dev.glu(ds.gate, ds.up, n_tok, hp.n_ff,
-          glu_kind(hp.ffn_act));
+          glu_kind(hp));
   dev.matmul(d.down, ds.gate, n_tok, ds.proj);
   dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
 }
@@ -132,7 +132,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
   const ops::GluKind kind =
-      glu_kind(hp.ffn_act);
+      glu_kind(hp);
   // Device half first, so it runs while the host computes its half.
   std::memcpy(ds.h_x, s.xb.data(), xbytes);
   dev.copy_to_device(ds.xb, ds.h_x, xbytes);
@@ -166,7 +166,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
   ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);
-  ops::add_inplace(s.x.data(), s.proj.data(), n_tok * n_embd);
+  add_ffn_out(hp, s, n_tok);
   return Status::Ok();
 }
 

@@ -109,11 +109,28 @@ struct Rows {
   }
 };
 
-// Normalises every token row of x into xb.
-void norm_rows(const float* x, float* xb, const TensorView& w, int64_t n_tok, int64_t n, float eps) {
-  for (int64_t t = 0; t < n_tok; ++t)
-    ops::rmsnorm(xb + t * n, x + t * n, static_cast<const float*>(w.data), n, eps);
+}  // namespace
+
+void norm_rows(const LlamaHParams& hp, const float* x, float* xb, const TensorView& w,
+               const TensorView& b, int64_t n_tok) {
+  const int64_t n = hp.n_embd;
+  const auto* wf = static_cast<const float*>(w.data);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    if (hp.norm == NormKind::kLayer)
+      ops::layernorm(xb + t * n, x + t * n, wf, static_cast<const float*>(b.data), n, hp.rms_eps);
+    else
+      ops::rmsnorm(xb + t * n, x + t * n, wf, n, hp.rms_eps);
+  }
 }
+
+void add_ffn_out(const LlamaHParams& hp, ForwardScratch& s, int64_t n_tok) {
+  const int64_t n = n_tok * hp.n_embd;
+  // llama.cpp's falcon: (ffn + attn) + x.
+  if (hp.parallel_block) ops::add_inplace(s.proj.data(), s.attn_out.data(), n);
+  ops::add_inplace(s.x.data(), s.proj.data(), n);
+}
+
+namespace {
 
 // RoPE on row t's q and k, then its K/V into its cache at its position.
 void rope_and_store(const LlamaHParams& hp, int il, const Rows& rows, ForwardScratch& s) {
@@ -121,8 +138,9 @@ void rope_and_store(const LlamaHParams& hp, int il, const Rows& rows, ForwardScr
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   for (int64_t t = 0; t < rows.n_tok; ++t) {
     const float* cs = s.rope.data() + t * hp.n_rot;
-    for (int h = 0; h < hp.n_head; ++h) ops::rope_apply(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
-    for (int h = 0; h < hp.n_head_kv; ++h) ops::rope_apply(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
+    const auto rope = hp.rope_neox ? ops::rope_apply_neox : ops::rope_apply;
+    for (int h = 0; h < hp.n_head; ++h) rope(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
+    for (int h = 0; h < hp.n_head_kv; ++h) rope(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
     KvCache& cache = rows.cache_of(t);
     const int pos = rows.pos_of(t);
     // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).
@@ -139,7 +157,7 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   const int64_t n_tok = rows.n_tok;
   const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
-  norm_rows(s.x.data(), s.xb.data(), L.attn_norm, n_tok, hp.n_embd, hp.rms_eps);
+  norm_rows(hp, s.x.data(), s.xb.data(), L.attn_norm, L.attn_norm_b, n_tok);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // Q, K and V read the same quantised input
   ops::matmul(L.wq, s.in, s.q, pool);
   ops::matmul(L.wk, s.in, s.k, pool);
@@ -171,6 +189,10 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
       }
     });
   }
+  if (hp.parallel_block) {  // added with the FFN's output (add_ffn_out)
+    ops::matmul(L.wo, s.att, n_tok, s.attn_out.data(), pool, s.in);
+    return;
+  }
   ops::matmul(L.wo, s.att, n_tok, s.proj.data(), pool, s.in);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
@@ -179,13 +201,13 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
                int64_t n_tok) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const LlamaHParams& hp = model.hparams();
-  norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
+  norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // gate and up read the same quantised input
   if (s.observer) s.observer->on_ffn_input(il, s.x.data(), n_tok, hp.n_embd);
   if (s.sparse) {
     sparse_ffn_layer(model, *s.sparse, il, s.in, s.x.data(), s.gate, s.up, s.proj.data(),
                      s.sparse_scratch, pool, s.observer);
-    ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+    add_ffn_out(hp, s, n_tok);
     return;
   }
   ops::matmul(L.ffn_gate, s.in, s.gate, pool);
@@ -195,18 +217,22 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
     ffn_activation(hp.ffn_act, s.gate, act.data(), n_tok * hp.n_ff);
     s.observer->on_ffn_activation(il, act.data(), n_tok, hp.n_ff);
   }
-  ops::matmul(L.ffn_up, s.in, s.up, pool);
-  // One row per token: ggml's swiglu vectorises each row separately (tail per row).
-  for (int64_t t = 0; t < n_tok; ++t) {
-    float* g = s.gate + t * hp.n_ff;
-    const float* u = s.up + t * hp.n_ff;
-    if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
-    else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, hp.n_ff);
-    else ops::swiglu(g, u, hp.n_ff);
+  if (hp.ffn_gated) {
+    ops::matmul(L.ffn_up, s.in, s.up, pool);
+    // One row per token: ggml's swiglu vectorises each row separately (tail per row).
+    for (int64_t t = 0; t < n_tok; ++t) {
+      float* g = s.gate + t * hp.n_ff;
+      const float* u = s.up + t * hp.n_ff;
+      if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
+      else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, hp.n_ff);
+      else ops::swiglu(g, u, hp.n_ff);
+    }
+  } else {
+    ffn_activation(hp.ffn_act, s.gate, s.gate, n_tok * hp.n_ff);  // h = act(up . x)
   }
   // ffn_down_dense reuses s.in as its scratch, so it inherits s.in's matmul mode.
   ffn_down_dense(L, s.gate, n_tok, s.proj.data(), pool, s.in, s.sparse_scratch.iota);
-  ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
+  add_ffn_out(hp, s, n_tok);
 }
 
 // Layer il on the host and / or the device, as the session's DeviceModel places it.
@@ -228,7 +254,7 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
   } else if (dl && dl->hybrid()) {
     HC_TRY(xr.to_host(s.x.data(), n));
     const LlamaLayerWeights& L = model.weights().layers[il];
-    norm_rows(s.x.data(), s.xb.data(), L.ffn_norm, n_tok, hp.n_embd, hp.rms_eps);
+    norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
     s.in.reset(s.xb.data(), n_tok, hp.n_embd);
     HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok));
   } else {
@@ -250,6 +276,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   ensure(s.x, n_tok * hp.n_embd);
   ensure(s.xb, n_tok * hp.n_embd);
   ensure(s.proj, n_tok * hp.n_embd);
+  if (hp.parallel_block) ensure(s.attn_out, n_tok * hp.n_embd);
   // Consecutive parts are kSkew floats apart beyond their size: at offsets that are multiples
   // of 4 KiB (gate and up are 768 KiB for SmolLM2), element i of both fell in the same cache
   // sets and 4K-aliased in swiglu, and prompt processing was 4-5% slower.
@@ -289,7 +316,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   if (!out) return Status::Ok();
   const int64_t n_out = n_tok - first_out;
   float* xo = s.x.data() + first_out * hp.n_embd;
-  norm_rows(xo, s.xb.data(), W.output_norm, n_out, hp.n_embd, hp.rms_eps);
+  norm_rows(hp, xo, s.xb.data(), W.output_norm, W.output_norm_b, n_out);
   ops::matmul(W.output, s.xb.data(), n_out, out, pool, s.in);
   return Status::Ok();
 }

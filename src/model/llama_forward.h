@@ -20,6 +20,7 @@ struct ForwardScratch {
   std::vector<float> x;         // [n_tok, n_embd] residual stream
   std::vector<float> xb;        // [n_tok, n_embd] normed input of a block
   std::vector<float> proj;      // [n_tok, n_embd] block output before the residual add
+  std::vector<float> attn_out;  // [n_tok, n_embd] attention output of a parallel block (falcon)
   // The attention block's q, k, v and att and the FFN's gate and up are never live together:
   // they share `work` (SmolLM2 0.75 MiB, a 7B shape 8 MiB less per 128-token micro-batch than
   // six buffers). The pointers are set for each micro-batch.
@@ -49,6 +50,13 @@ struct ForwardScratch {
 // Largest number of tokens one forward pass computes at once; longer calls run in several
 // micro-batches (like llama.cpp's n_ubatch), so the scratch stays bounded.
 constexpr int64_t kForwardUbatch = 128;
+
+// xb [n_tok, n_embd] = the model's norm (RMSNorm or LayerNorm with bias b) of x's rows.
+void norm_rows(const LlamaHParams& hp, const float* x, float* xb, const TensorView& w,
+               const TensorView& b, int64_t n_tok);
+// Adds an FFN's output s.proj to the residual s.x: x += proj, or for a parallel block (falcon)
+// x += (proj + s.attn_out), as llama.cpp orders the sums.
+void add_ffn_out(const LlamaHParams& hp, ForwardScratch& s, int64_t n_tok);
 
 // Runs tokens at positions [pos0, pos0 + tokens.size()), appending their K/V to the cache.
 // logits receives [n_vocab] for the last token, or [n_tok, n_vocab] when all_logits.

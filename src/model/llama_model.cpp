@@ -38,28 +38,34 @@ std::string lower(std::string s) {
 //   - ReLU-family checkpoints converted as plain llama GGUF carry only their name as a hint:
 //     "bamboo" / "turbosparse" dReLU, "relu" / "prosparse" ReGLU;
 //   - else SiLU (llama.cpp's llama).
+//   Falcon's FFN is ungated: GELU (llama.cpp's falcon) unless the key, a PowerInfer file (its
+//   sparse falcon applies ReLU) or a "relu" name says ReLU (ReluFalcon).
 Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& arch) {
+  const bool gated = arch != "falcon";
   for (const std::string& key : {arch + ".feed_forward_activation", std::string("hotcold.ffn_activation")}) {
     if (!f.find(key)) continue;
     HC_ASSIGN_OR_RETURN(std::string act, f.get_string(key));
     act = lower(act);
     if (act == "relu") return FfnActivation::kRelu;
-    if (act == "drelu") return FfnActivation::kDRelu;
-    if (act == "silu" || act == "swiglu") return FfnActivation::kSilu;
-    return Status::Error("metadata '" + key + "': expected 'relu', 'drelu' or 'silu', found '" +
-                         act + "'");
+    if (gated && act == "drelu") return FfnActivation::kDRelu;
+    if (gated && (act == "silu" || act == "swiglu")) return FfnActivation::kSilu;
+    if (!gated && act == "gelu") return FfnActivation::kGelu;
+    return Status::Error("metadata '" + key + "': expected " +
+                         (gated ? "'relu', 'drelu' or 'silu'"
+                                : "'relu' or 'gelu' (the " + arch + " FFN has no gate)") +
+                         ", found '" + act + "'");
   }
   if (arch == "bamboo") return FfnActivation::kDRelu;
   if (f.powerinfer_magic) return FfnActivation::kRelu;
   const GgufValue* name = f.find("general.name");
   if (name && !name->is_array() && std::holds_alternative<std::string>(name->scalar)) {
     const std::string n = lower(std::get<std::string>(name->scalar));
-    if (n.find("bamboo") != std::string::npos || n.find("turbosparse") != std::string::npos)
+    if (gated && (n.find("bamboo") != std::string::npos || n.find("turbosparse") != std::string::npos))
       return FfnActivation::kDRelu;
-    if (n.find("relu") != std::string::npos || n.find("prosparse") != std::string::npos)
+    if (n.find("relu") != std::string::npos || (gated && n.find("prosparse") != std::string::npos))
       return FfnActivation::kRelu;
   }
-  return FfnActivation::kSilu;
+  return gated ? FfnActivation::kSilu : FfnActivation::kGelu;
 }
 
 template <typename T>
@@ -86,16 +92,23 @@ Status positive(const char* what, int v) {
 }  // namespace
 
 const char* activation_name(FfnActivation a) {
-  return a == FfnActivation::kRelu ? "relu" : a == FfnActivation::kDRelu ? "drelu" : "silu";
+  switch (a) {
+    case FfnActivation::kRelu: return "relu";
+    case FfnActivation::kDRelu: return "drelu";
+    case FfnActivation::kGelu: return "gelu";
+    case FfnActivation::kSilu: break;
+  }
+  return "silu";
 }
 
 Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   LlamaHParams hp;
   HC_ASSIGN_OR_RETURN(hp.arch, f.get_string("general.architecture"));
-  static const char* kArchs[] = {"llama", "mistral", "bamboo"};
+  static const char* kArchs[] = {"llama", "mistral", "bamboo", "falcon"};
   if (std::find(std::begin(kArchs), std::end(kArchs), hp.arch) == std::end(kArchs))
     return Status::Error("unsupported architecture '" + hp.arch +
-                         "' (expected one of: llama, mistral, bamboo)");
+                         "' (expected one of: llama, mistral, bamboo, falcon)");
+  const bool falcon = hp.arch == "falcon";
   const std::string a = hp.arch + ".";
   HC_ASSIGN_OR_RETURN(uint32_t n_ctx, f.get_u32(a + "context_length"));
   HC_ASSIGN_OR_RETURN(uint32_t n_embd, f.get_u32(a + "embedding_length"));
@@ -127,7 +140,17 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     return Status::Error("rope.dimension_count " + std::to_string(hp.n_rot) +
                          " (expected an even value <= head dimension " +
                          std::to_string(hp.head_dim) + ")");
-  HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  if (falcon) {
+    // llama.cpp's falcon: LayerNorm (its eps key is required there too), NeoX RoPE, parallel
+    // attention and FFN, ungated FFN.
+    HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32(a + "attention.layer_norm_epsilon"));
+    hp.norm = NormKind::kLayer;
+    hp.parallel_block = true;
+    hp.rope_neox = true;
+    hp.ffn_gated = false;
+  } else {
+    HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  }
   HC_ASSIGN_OR_RETURN(hp.rope_freq_base, f.get_f32_or(a + "rope.freq_base", 10000.0f));
   if (f.find(a + "rope.scaling.type")) {
     HC_ASSIGN_OR_RETURN(std::string st, f.get_string(a + "rope.scaling.type"));
@@ -284,11 +307,10 @@ void LlamaModel::repack_weights(bool drop_pages) {
 }
 
 void LlamaModel::copy_vectors(std::span<const uint8_t> file) {
-  std::vector<TensorView*> vecs = {&w_.output_norm, &w_.rope_freqs};
-  for (auto& L : w_.layers) {
-    vecs.push_back(&L.attn_norm);
-    vecs.push_back(&L.ffn_norm);
-  }
+  std::vector<TensorView*> vecs = {&w_.output_norm, &w_.output_norm_b, &w_.rope_freqs};
+  for (auto& L : w_.layers)
+    for (TensorView* t : {&L.attn_norm, &L.attn_norm_b, &L.ffn_norm, &L.ffn_norm_b})
+      vecs.push_back(t);
   size_t n = 0;
   for (const TensorView* t : vecs) n += t->empty() ? 0 : static_cast<size_t>(t->ne0 * t->ne1);
   vectors_.resize(n);
@@ -359,7 +381,9 @@ Status LlamaModel::bind_weights() {
   const int64_t q_dim = static_cast<int64_t>(hp.n_head) * hp.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(hp.n_head_kv) * hp.head_dim;
   HC_TRY(bind(file_, "token_embd.weight", hp.n_embd, hp_.n_vocab, true, &w_.token_embd));
+  const bool layer_norm = hp.norm == NormKind::kLayer;
   HC_TRY(bind(file_, "output_norm.weight", hp.n_embd, 1, false, &w_.output_norm));
+  if (layer_norm) HC_TRY(bind(file_, "output_norm.bias", hp.n_embd, 1, false, &w_.output_norm_b));
   if (file_.find_tensor("output.weight")) {
     HC_TRY(bind(file_, "output.weight", hp.n_embd, hp_.n_vocab, true, &w_.output));
   } else {
@@ -371,14 +395,40 @@ Status LlamaModel::bind_weights() {
   for (int il = 0; il < hp.n_layer; ++il) {
     LlamaLayerWeights& L = w_.layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";
-    HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.attn_norm));
-    HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));
-    HC_TRY(bind(file_, p + "attn_k.weight", hp.n_embd, kv_dim, true, &L.wk));
-    HC_TRY(bind(file_, p + "attn_v.weight", hp.n_embd, kv_dim, true, &L.wv));
     HC_TRY(bind(file_, p + "attn_output.weight", q_dim, hp.n_embd, true, &L.wo));
-    HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
-    HC_TRY(bind(file_, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
-    HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_up));
+    if (hp.arch == "falcon") {
+      // The FFN reads attn_norm(x); attention reads attn_norm_2(x) where present (Falcon-40B's
+      // ln_attn), else the same attn_norm(x).
+      HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
+      HC_TRY(bind(file_, p + "attn_norm.bias", hp.n_embd, 1, false, &L.ffn_norm_b));
+      if (file_.find_tensor(p + "attn_norm_2.weight")) {
+        HC_TRY(bind(file_, p + "attn_norm_2.weight", hp.n_embd, 1, false, &L.attn_norm));
+        HC_TRY(bind(file_, p + "attn_norm_2.bias", hp.n_embd, 1, false, &L.attn_norm_b));
+      } else {
+        L.attn_norm = L.ffn_norm;
+        L.attn_norm_b = L.ffn_norm_b;
+      }
+      // Fused Q/K/V: rows [0, q_dim) are Q, then K, then V (llama.cpp's falcon views).
+      TensorView qkv;
+      HC_TRY(bind(file_, p + "attn_qkv.weight", hp.n_embd, q_dim + 2 * kv_dim, true, &qkv));
+      L.wq = TensorView::make(qkv.type, qkv.row(0), hp.n_embd, q_dim);
+      L.wk = TensorView::make(qkv.type, qkv.row(q_dim), hp.n_embd, kv_dim);
+      L.wv = TensorView::make(qkv.type, qkv.row(q_dim + kv_dim), hp.n_embd, kv_dim);
+      // Ungated FFN: ffn_up decides firing, so it takes ffn_gate's place.
+      HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
+      for (const char* absent : {"ffn_gate.weight", "ffn_norm.weight"})
+        if (file_.find_tensor(p + absent))
+          return Status::Error("tensor '" + p + absent + "' in a falcon file (falcon's FFN has no "
+                               "gate and reads attn_norm): expected no such tensor");
+    } else {
+      HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.attn_norm));
+      HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));
+      HC_TRY(bind(file_, p + "attn_k.weight", hp.n_embd, kv_dim, true, &L.wk));
+      HC_TRY(bind(file_, p + "attn_v.weight", hp.n_embd, kv_dim, true, &L.wv));
+      HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
+      HC_TRY(bind(file_, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
+      HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_up));
+    }
     // PowerInfer files carry ffn_down_t instead of ffn_down; either (or both) will do.
     const bool has_down = file_.find_tensor(p + "ffn_down.weight") != nullptr;
     const bool has_down_t = file_.find_tensor(p + "ffn_down_t.weight") != nullptr;

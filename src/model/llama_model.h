@@ -1,6 +1,16 @@
-// LLaMA-family model (Llama 2/3, Mistral, SmolLM2, ReluLLaMA, ProSparse, Bamboo): hyper-
-// parameters from GGUF metadata, weights bound by their GGUF names (zero-copy views into the
-// mmapped file). A LlamaModel is immutable after load and can be shared by many sessions.
+// LLaMA-family model (Llama 2/3, Mistral, SmolLM2, ReluLLaMA, ProSparse, Bamboo) and Falcon
+// (ReluFalcon): hyperparameters from GGUF metadata, weights bound by their GGUF names (zero-copy
+// views into the mmapped file). A LlamaModel is immutable after load and can be shared by many
+// sessions.
+//
+// Falcon differs from llama in four ways, all expressed here so the forward passes stay one:
+//   - LayerNorm with a bias (NormKind::kLayer) instead of RMSNorm;
+//   - parallel blocks: attention and FFN both read the layer input x, x += ffn + attn
+//     (LlamaHParams::parallel_block); the FFN's norm is the layer's attn_norm, bound as
+//     ffn_norm, and attention reads attn_norm_2 where the file has one (Falcon-40B);
+//   - NeoX RoPE (pairs i, i + n_rot/2), fused Q/K/V (bound as three row ranges of attn_qkv);
+//   - an ungated FFN h = act(up . x): the file's ffn_up is bound as ffn_gate (the matrix whose
+//     activation decides firing) and ffn_up stays empty (LlamaHParams::ffn_gated = false).
 #pragma once
 #include <memory>
 #include <optional>
@@ -21,9 +31,15 @@ namespace hc {
 //   kDRelu  dReLU   relu(g) * relu(u)  (Bamboo, TurboSparse: PowerInfer's bamboo, LLM_FFN_SYM)
 // The ReLU family fires neuron i for a token when relu(g) > 0 (exactly sparse); dReLU's h is
 // also zero where u <= 0.
-enum class FfnActivation { kSilu, kRelu, kDRelu };
-inline bool relu_family(FfnActivation a) { return a != FfnActivation::kSilu; }
+// Ungated FFNs (Falcon) have h = f(gate . x) with no up: kRelu is then ReLU, kGelu GELU
+// (llama.cpp's falcon, ggml's fp16-table tanh approximation).
+enum class FfnActivation { kSilu, kRelu, kDRelu, kGelu };
+inline bool relu_family(FfnActivation a) {
+  return a == FfnActivation::kRelu || a == FfnActivation::kDRelu;
+}
 const char* activation_name(FfnActivation a);
+
+enum class NormKind { kRms, kLayer };
 
 struct LlamaHParams {
   std::string arch;      // general.architecture
@@ -36,7 +52,11 @@ struct LlamaHParams {
   int n_ff = 0;
   int head_dim = 0;      // n_embd / n_head unless attention.key_length says otherwise
   int n_rot = 0;         // rotated dimensions per head
-  float rms_eps = 1e-5f;
+  float rms_eps = 1e-5f;  // the norms' epsilon (RMSNorm, or LayerNorm: layer_norm_epsilon)
+  NormKind norm = NormKind::kRms;
+  bool parallel_block = false;  // falcon: x += ffn(norm(x)) + attn(norm(x))
+  bool rope_neox = false;       // falcon: RoPE rotates (i, i + n_rot/2) pairs
+  bool ffn_gated = true;        // false: h = act(gate . x), no up (falcon; see above)
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   FfnActivation ffn_act = FfnActivation::kSilu;
@@ -54,15 +74,24 @@ struct LlamaHParams {
   static Result<LlamaHParams> from_gguf(const GgufFile& f);
 };
 
+// Whether the devices (ops::Device) can run this model's attention block, dense FFN and output
+// layer: RMSNorm, normal RoPE, sequential blocks, gated FFN. Where not (falcon), a device holds
+// hot neurons only.
+inline bool device_blocks_supported(const LlamaHParams& hp) {
+  return hp.norm == NormKind::kRms && !hp.parallel_block && !hp.rope_neox && hp.ffn_gated;
+}
+
 struct LlamaLayerWeights {
-  TensorView attn_norm;    // [n_embd] f32
+  TensorView attn_norm;    // [n_embd] f32 (falcon: attn_norm_2 where the file has it)
+  TensorView attn_norm_b;  // [n_embd] f32 LayerNorm bias (NormKind::kLayer), else empty
   TensorView wq;           // [n_head*head_dim rows, n_embd]
   TensorView wk;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wv;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wo;           // [n_embd rows, n_head*head_dim]
-  TensorView ffn_norm;     // [n_embd] f32
-  TensorView ffn_gate;     // [n_ff rows, n_embd], one row per neuron
-  TensorView ffn_up;       // [n_ff rows, n_embd], one row per neuron
+  TensorView ffn_norm;     // [n_embd] f32 (falcon: the file's attn_norm)
+  TensorView ffn_norm_b;   // [n_embd] f32 LayerNorm bias, else empty
+  TensorView ffn_gate;     // [n_ff rows, n_embd], one row per neuron (falcon: the file's ffn_up)
+  TensorView ffn_up;       // [n_ff rows, n_embd], one row per neuron; empty when ungated
   TensorView ffn_down;     // [n_embd rows, n_ff]; empty in PowerInfer files, which store
                            // only its transpose
   // PowerInfer's layout (optional): the transposed down matrix and the activation predictor
@@ -75,6 +104,7 @@ struct LlamaLayerWeights {
 struct LlamaWeights {
   TensorView token_embd;   // [n_vocab rows, n_embd]
   TensorView output_norm;  // [n_embd] f32
+  TensorView output_norm_b;  // [n_embd] f32 LayerNorm bias, else empty
   TensorView output;       // [n_vocab rows, n_embd]; token_embd when tied
   TensorView rope_freqs;   // [n_rot/2] f32 (Llama-3 frequency factors) or empty
   std::vector<LlamaLayerWeights> layers;

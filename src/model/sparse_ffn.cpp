@@ -40,7 +40,8 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
                            std::to_string(opt.predictor_thresholds.size()));
   } else if (opt.thresholds.empty() && !relu_family(hp.ffn_act))
     return Status::Error(
-        "exact-ReLU sparsity needs a ReLU-family model, but this model's FFN uses SiLU: give "
+        std::string("exact-ReLU sparsity needs a ReLU-family model, but this model's FFN uses ") +
+        (hp.ffn_act == FfnActivation::kGelu ? "GELU" : "SiLU") + ": give "
         "per-layer thresholds (e.g. --sparsity 0.5 with --stats STATS.gguf from hotcold profile)");
   if (!opt.thresholds.empty() && static_cast<int>(opt.thresholds.size()) != hp.n_layer)
     return Status::Error("sparse FFN: expected " + std::to_string(hp.n_layer) +
@@ -88,8 +89,10 @@ namespace {
 
 uint64_t all_bytes(const TensorView& t) { return rows_bytes(t, t.ne1); }
 
+// g = h = act(g) * u in place (ungated FFN: act(g); u unused).
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
-  if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
+  if (!hp.ffn_gated) ffn_activation(hp.ffn_act, g, g, n);
+  else if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
   else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, n);
   else ops::swiglu(g, u, n);
 }
@@ -127,8 +130,10 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_tok = in.n_tok(), n_idx = static_cast<int64_t>(sc.idx.size());
-  ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
-  sc.stats.bytes += rows_bytes(L.ffn_up, n_idx);
+  if (hp.ffn_gated) {
+    ops::sparse_rows(L.ffn_up, in, sc.idx.data(), n_idx, sc.us.data(), pool);
+    sc.stats.bytes += rows_bytes(L.ffn_up, n_idx);
+  }
   for (int64_t t = 0; t < n_tok; ++t) {
     float* h = sc.gs.data() + t * n_idx;
     apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
@@ -200,7 +205,7 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
       ops::matmul(L.ffn_gate, in, dense_gate, pool);
       sc.stats.bytes += all_bytes(L.ffn_gate);
     }
-    ops::matmul(L.ffn_up, in, dense_up, pool);
+    if (hp.ffn_gated) ops::matmul(L.ffn_up, in, dense_up, pool);
     sc.stats.bytes += all_bytes(L.ffn_up) + all_bytes(L.ffn_down.empty() ? L.ffn_down_t : L.ffn_down);
     for (int64_t t = 0; t < n_tok; ++t) {
       float* g = dense_gate + t * n_cand;
@@ -267,6 +272,9 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {
   if (relu_family(kind)) {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] > 0.0f ? gate[i] : 0.0f;
+  } else if (kind == FfnActivation::kGelu) {
+    if (act != gate) std::copy(gate, gate + n, act);
+    ops::gelu(act, n);  // ggml's table: the ungated FFN's h itself
   } else {
     for (int64_t i = 0; i < n; ++i) act[i] = gate[i] / (1.0f + std::exp(-gate[i]));
   }

@@ -151,14 +151,16 @@ void ffn_down_dense(const LlamaLayerWeights& L, float* h, int64_t n_tok, float* 
                     ThreadPool& pool, ops::MatmulInput& in, std::vector<int32_t>& iota);
 
 // act[i] = act(gate[i]) for the firing test and observers (scalar SiLU: the products with up
-// are rounded as ggml's swiglu by ops::swiglu, not by this; ReLU for ReGLU and dReLU).
+// are rounded as ggml's swiglu by ops::swiglu, not by this; ReLU for ReGLU and dReLU; GELU as
+// ggml's table, ops::gelu: for an ungated FFN this is h). act may equal gate.
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n);
 
-// The device's GluKind for a model's FFN activation.
-inline ops::GluKind glu_kind(FfnActivation a) {
-  return a == FfnActivation::kRelu    ? ops::GluKind::kRelu
-         : a == FfnActivation::kDRelu ? ops::GluKind::kDRelu
-                                      : ops::GluKind::kSilu;
+// The device's GluKind for a model's FFN (an ungated one is ReLU: DeviceModel refuses GELU).
+inline ops::GluKind glu_kind(const LlamaHParams& hp) {
+  if (!hp.ffn_gated) return ops::GluKind::kReluUngated;
+  return hp.ffn_act == FfnActivation::kRelu    ? ops::GluKind::kRelu
+         : hp.ffn_act == FfnActivation::kDRelu ? ops::GluKind::kDRelu
+                                               : ops::GluKind::kSilu;
 }
 
 // Layer il's FFN for the n_tok tokens whose normed inputs `in` holds: out = [n_tok, n_embd].

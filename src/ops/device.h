@@ -57,9 +57,11 @@ struct DeviceProfile {
   double sync_us = 0;     // one host round trip: queue, sync, return
 };
 
-// Which FFN activation a device applies: act(gate) * up (kSilu, kRelu) or relu(gate) *
-// relu(up) (kDRelu). A neuron's firing test uses act(gate): SiLU, or ReLU for both ReLU kinds.
-enum class GluKind { kSilu = 0, kRelu = 1, kDRelu = 2 };  // the values: kernels' glu_kind
+// Which FFN activation a device applies: act(gate) * up (kSilu, kRelu), relu(gate) *
+// relu(up) (kDRelu), or relu(gate) alone (kReluUngated: Falcon's FFN has no up; the operations
+// then never read up, which may be empty / null). A neuron's firing test uses act(gate): SiLU,
+// or ReLU for the three ReLU kinds.
+enum class GluKind { kSilu = 0, kRelu = 1, kDRelu = 2, kReluUngated = 3 };  // kernels' glu_kind
 
 // A weight an operation reads: its type and shape [ne1 rows, ne0].
 struct WeightShape {
@@ -162,7 +164,7 @@ class Device {
                          int pos0, int64_t n_tok, const AttentionShape& shape, float scale,
                          float* out) = 0;
   // gate[t, i] = act(gate[t, i]) * up[t, i] for n_tok rows of n (ggml's swiglu / reglu), or
-  // relu(gate) * relu(up) (kDRelu).
+  // relu(gate) * relu(up) (kDRelu), or relu(gate) (kReluUngated; up unused, may be null).
   virtual void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;

@@ -221,7 +221,8 @@ LayerModel build_model(const PlanInput& in, const LayerCosts& l, int granule) {
   m.ffn_store.resize(n_gran + 1);
   for (size_t g = 0; g <= n_gran; ++g) m.ffn_store[g] = hot_store(l, m.n_hot[g]);
   m.attn_host_s = attn_host_s(in, l);
-  m.attn_saved_s = m.attn_host_s - attn_dev_s(in, l);
+  // Attention the device cannot run (falcon's) saves nothing there: never placed.
+  m.attn_saved_s = l.attn_placeable ? m.attn_host_s - attn_dev_s(in, l) : 0.0;
   m.attn_bytes = attn_store(l) + l.kv_bytes;
   return m;
 }

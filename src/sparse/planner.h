@@ -71,6 +71,7 @@ struct LayerCosts {
   uint64_t host_fixed_bytes = 0;   // host FFN bytes independent of placement
   uint64_t predictor_bytes = 0;    // the layer's activation predictor
   bool predictor_on_device = false;  // charged to the device (bytes and read time)
+  bool attn_placeable = true;  // false: attention stays on the host (devices lack its ops)
   std::vector<double> fire_prob;     // [n_ff] p_i of THIS layer, in [0, 1]
 };
 

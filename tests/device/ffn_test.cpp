@@ -56,7 +56,10 @@ Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok
     const float* xt = x.data() + t * n_embd;
     const DeviceDots gate_dot(w.gate.type, xt, n_embd), up_dot(w.up.type, xt, n_embd);
     for (size_t k = 0; k < rows.size(); ++k) {
-      const BoundedDot g = gate_dot(w.gate, rows[k]), u = up_dot(w.up, rows[k]);
+      const BoundedDot g = gate_dot(w.gate, rows[k]);
+      // Ungated ReLU (Falcon): h = relu(g), as if u were exactly 1 (the device reads no up).
+      const BoundedDot u = kind == ops::GluKind::kReluUngated ? BoundedDot{1.0, 0.0}
+                                                              : up_dot(w.up, rows[k]);
       const double a = act(g.value, kind);
       const double share = fires(t, k, a, g.bound);
       if (share == 0) continue;
@@ -124,7 +127,9 @@ void run_threshold(ops::Device* dev, const Weights& w, int64_t n_tok, ops::GluKi
   const float threshold = exact ? 0.0f : median_threshold(w, x, n_tok, kind);
   auto dx = to_device(dev, x);
   DeviceBuffer out(dev, static_cast<uint64_t>(n_tok * n_embd) * 4);
-  dev->ffn_threshold(w.gate.view(), w.up.view(), w.down_t.view(), dx->as<float>(), n_tok, threshold,
+  // Ungated: no up at all (an empty view), which the device must not read.
+  const TensorView up = kind == ops::GluKind::kReluUngated ? TensorView{} : w.up.view();
+  dev->ffn_threshold(w.gate.view(), up, w.down_t.view(), dx->as<float>(), n_tok, threshold,
                      kind, out.as<float>());
   check(dev->sync(), "ffn_threshold");
   std::vector<int64_t> rows(static_cast<size_t>(n_sub));
@@ -148,6 +153,8 @@ TEST_F(DeviceFfn, ThresholdEveryTypeMatchesScalarReconstruction) {
         run_threshold(dev, w, n_tok, ops::GluKind::kRelu, true, ++seed);
         run_threshold(dev, w, n_tok, ops::GluKind::kDRelu, true, ++seed);
         run_threshold(dev, w, n_tok, ops::GluKind::kDRelu, false, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kReluUngated, true, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kReluUngated, false, ++seed);
       }
     }
   }
@@ -175,8 +182,10 @@ void run_rows(ops::Device* dev, const Weights& w, int64_t n_tok, double share, u
   auto dfire = to_device(dev, fire);
   const std::vector<float> garbage(static_cast<size_t>(n_tok * n_embd), 1e30f);
   auto out = to_device(dev, garbage);  // overwritten, even with no neurons
-  for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu, ops::GluKind::kDRelu}) {
-    dev->ffn_rows(w.gate.view(), w.up.view(), w.down_t.view(), dx->as<float>(), n_tok,
+  for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu, ops::GluKind::kDRelu,
+                            ops::GluKind::kReluUngated}) {
+    const TensorView up = kind == ops::GluKind::kReluUngated ? TensorView{} : w.up.view();
+    dev->ffn_rows(w.gate.view(), up, w.down_t.view(), dx->as<float>(), n_tok,
                   didx->as<int32_t>(), n_idx, dfire->as<uint8_t>(), kind, out->as<float>());
     check(dev->sync(), "ffn_rows");
     const std::vector<int64_t> rows(idx.begin(), idx.end());

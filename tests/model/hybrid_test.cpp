@@ -72,6 +72,7 @@ std::vector<int> argmax_rows(const std::vector<float>& v, int n_vocab) {
 
 
 // The model both parameterised suites run: 3 layers, wide enough for the decode layouts.
+// activation "falcon": a ReLU falcon (LayerNorm, parallel blocks, ungated FFN).
 TinyModelSpec three_layers(GgmlType t, const char* activation) {
   TinyModelSpec spec;
   spec.wtype = t;
@@ -79,6 +80,10 @@ TinyModelSpec three_layers(GgmlType t, const char* activation) {
   spec.n_ff = 512;
   spec.n_layer = 3;
   spec.activation = activation;
+  if (spec.activation == "falcon") {
+    spec.arch = "falcon";
+    spec.activation = "relu";
+  }
   return spec;
 }
 
@@ -132,7 +137,8 @@ std::vector<std::vector<int32_t>> hot_sets(int n_layer, int n_ff, int kind) {
   return hot;
 }
 
-// Weight type x activation: ReGLU or dReLU (Bamboo's relu(gate) * relu(up)).
+// Weight type x activation: ReGLU, dReLU (Bamboo's relu(gate) * relu(up)) or falcon's ungated
+// ReLU (its attention stays on the host: the devices do not run it).
 class HybridTypes : public ::testing::TestWithParam<std::tuple<GgmlType, const char*>> {};
 
 TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
@@ -163,7 +169,7 @@ TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
   const bool drelu = std::string(std::get<1>(GetParam())) == "drelu";
   const float tol_dense = (drelu ? 4e-3f : 2e-3f) * scale;
   for (int kind = 0; kind < 4; ++kind) {
-    for (int attn = 0; attn < 2; ++attn) {
+    for (int attn = 0; attn < (spec.arch == "falcon" ? 1 : 2); ++attn) {
       auto dev = cpu_device();
       DevicePlacement p;
       p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
@@ -202,7 +208,7 @@ INSTANTIATE_TEST_SUITE_P(
     Types, HybridTypes,
     ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
                                          GgmlType::Q4_0, GgmlType::Q4_K),
-                       ::testing::Values("relu", "drelu")),
+                       ::testing::Values("relu", "drelu", "falcon")),
     [](const auto& info) {
       return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
     });
@@ -247,6 +253,10 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   spec.n_ff = 192;
   spec.n_layer = 2;
   spec.activation = GetParam();
+  if (spec.activation == "falcon") {
+    spec.arch = "falcon";
+    spec.activation = "relu";
+  }
   std::vector<std::vector<uint8_t>> bufs;
   auto bytes = model_with_predictor(spec, bufs);
   auto m = testing::load_tiny(bytes, true);
@@ -262,7 +272,7 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   for (int kind : {1, 2, 3}) {
     DevicePlacement p;
     p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
-    p.attn = {0, 1};
+    p.attn = {0, static_cast<uint8_t>(spec.arch == "falcon" ? 0 : 1)};
     auto dm = DeviceModel::build(*m, sparse->get(), cpu_device(), p);
     ASSERT_TRUE(dm.ok()) << dm.message();
     SparseStats st;
@@ -281,7 +291,7 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, PredictorHybrid, ::testing::Values("relu", "drelu"),
+INSTANTIATE_TEST_SUITE_P(Activations, PredictorHybrid, ::testing::Values("relu", "drelu", "falcon"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Hybrid, BudgetIsRespectedAndFreedAndNamedWhenExceeded) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,21 +22,27 @@ struct TinyModelSpec {
   int n_vocab = 40, n_embd = 64, n_ff = 96, n_layer = 2, n_head = 4, n_head_kv = 2, n_ctx = 64;
   GgmlType wtype = GgmlType::F32;
   bool tied = false;
-  std::string activation;  // "" (SwiGLU) or "relu"
+  std::string activation;  // "" (the architecture's own: SwiGLU, falcon GELU), "relu", "drelu"
+  // "falcon": llama.cpp's falcon layout (LayerNorm with biases, fused attn_qkv, ungated
+  // ffn_up / ffn_down, parallel blocks); norm2 adds Falcon-40B's attn_norm_2.
+  std::string arch = "llama";
+  bool norm2 = false;
 };
 
 class TinyModel {
  public:
   explicit TinyModel(const TinyModelSpec& s, uint32_t seed = 42) : rng_(seed) {
-    const std::string a = "llama.";
-    w_.set("general.architecture", GgufValue::str("llama"));
+    const bool falcon = s.arch == "falcon";
+    const std::string a = s.arch + ".";
+    w_.set("general.architecture", GgufValue::str(s.arch));
     w_.set(a + "context_length", GgufValue::u32(s.n_ctx));
     w_.set(a + "embedding_length", GgufValue::u32(s.n_embd));
     w_.set(a + "block_count", GgufValue::u32(s.n_layer));
     w_.set(a + "feed_forward_length", GgufValue::u32(s.n_ff));
     w_.set(a + "attention.head_count", GgufValue::u32(s.n_head));
     w_.set(a + "attention.head_count_kv", GgufValue::u32(s.n_head_kv));
-    w_.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
+    w_.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+           GgufValue::f32(1e-5f));
     if (!s.activation.empty()) w_.set("hotcold.ffn_activation", GgufValue::str(s.activation));
     std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
     std::vector<float> scores = {0, 0, 0};
@@ -55,9 +62,25 @@ class TinyModel {
     const int hd = s.n_embd / s.n_head;
     matrix("token_embd.weight", s.n_embd, s.n_vocab, s.wtype, 1.0f);
     norm("output_norm.weight", s.n_embd);
+    if (falcon) bias("output_norm.bias", s.n_embd);
     if (!s.tied) matrix("output.weight", s.n_embd, s.n_vocab, s.wtype, 0.3f);
     for (int il = 0; il < s.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
+      if (falcon) {
+        norm(p + "attn_norm.weight", s.n_embd);
+        bias(p + "attn_norm.bias", s.n_embd);
+        if (s.norm2) {
+          norm(p + "attn_norm_2.weight", s.n_embd);
+          bias(p + "attn_norm_2.bias", s.n_embd);
+        }
+        // 0.1, not 0.3: with 0.3 the attention is near one-hot and this model amplified float
+        // summation-order noise ~100x per layer (near-tied scores), too chaotic to compare.
+        matrix(p + "attn_qkv.weight", s.n_embd, (s.n_head + 2 * s.n_head_kv) * hd, s.wtype, 0.1f);
+        matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd, s.wtype, 0.1f);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.wtype, 0.1f);
+        continue;
+      }
       norm(p + "attn_norm.weight", s.n_embd);
       matrix(p + "attn_q.weight", s.n_embd, s.n_head * hd, s.wtype, 0.3f);
       matrix(p + "attn_k.weight", s.n_embd, s.n_head_kv * hd, s.wtype, 0.3f);
@@ -85,6 +108,13 @@ class TinyModel {
   }
   void norm(const std::string& name, int64_t n) {
     std::uniform_real_distribution<float> d(0.8f, 1.2f);
+    bufs_.emplace_back(n * 4);
+    float* p = reinterpret_cast<float*>(bufs_.back().data());
+    for (int64_t i = 0; i < n; ++i) p[i] = d(rng_);
+    w_.add_tensor({name, {n}, GgmlType::F32, {bufs_.back().data(), bufs_.back().size()}});
+  }
+  void bias(const std::string& name, int64_t n) {
+    std::uniform_real_distribution<float> d(-0.1f, 0.1f);
     bufs_.emplace_back(n * 4);
     float* p = reinterpret_cast<float*>(bufs_.back().data());
     for (int64_t i = 0; i < n; ++i) p[i] = d(rng_);
@@ -146,6 +176,24 @@ inline std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
   GgufWriter& w = tm.writer();
   w.set("powerinfer.sparse_threshold", GgufValue::f32(kExactPredictorThreshold));
   const int64_t E = spec.n_embd, F = spec.n_ff;
+  if (spec.arch == "falcon") {
+    // Random rank-32 predictors at threshold 0 (about half the neurons predicted, unrelated to
+    // their activations): what a hybrid test needs is the same decisions on both sides.
+    w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> d(0.0f, 0.3f);
+    const int64_t R = 32;
+    for (int il = 0; il < spec.n_layer; ++il) {
+      const std::string p = "blk." + std::to_string(il) + ".";
+      for (auto [name, ne0, ne1] : {std::tuple{"fc1.weight", E, R}, {"fc2.weight", R, F}}) {
+        bufs.emplace_back(static_cast<size_t>(ne0 * ne1 * 4));
+        auto* f = reinterpret_cast<float*>(bufs.back().data());
+        for (int64_t i = 0; i < ne0 * ne1; ++i) f[i] = d(rng);
+        w.add_tensor({p + name, {ne0, ne1}, GgmlType::F32, {bufs.back().data(), bufs.back().size()}});
+      }
+    }
+    return *w.serialize();
+  }
   for (int il = 0; il < spec.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     exact_fc1(w, il, E, F, bufs);

@@ -102,6 +102,72 @@ TEST(Ops, RmsnormMatchesDefinition) {
   for (int i = 0; i < 300; ++i) ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5);
 }
 
+TEST(Ops, LayernormMatchesDefinition) {
+  auto x = randn(300, 13);
+  for (float& v : x) v += 0.7f;  // a non-zero mean to subtract
+  auto w = randn(300, 14);
+  auto b = randn(300, 15);
+  std::vector<float> out(300), nob(300);
+  ops::layernorm(out.data(), x.data(), w.data(), b.data(), 300, 1e-5f);
+  ops::layernorm(nob.data(), x.data(), w.data(), nullptr, 300, 1e-5f);
+  double mean = 0, var = 0;
+  for (float v : x) mean += v;
+  mean /= 300;
+  for (float v : x) var += (v - mean) * (v - mean);
+  const double scale = 1.0 / std::sqrt(var / 300 + 1e-5);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_NEAR(out[i], (x[i] - mean) * scale * w[i] + b[i], 1e-5) << i;
+    ASSERT_NEAR(nob[i], (x[i] - mean) * scale * w[i], 1e-5) << i;
+  }
+  // In place, as the forward pass may call it.
+  auto y = x;
+  ops::layernorm(y.data(), y.data(), w.data(), b.data(), 300, 1e-5f);
+  EXPECT_EQ(y, out);
+}
+
+TEST(Ops, GeluIsGgmlsFp16TableOfTheTanhApproximation) {
+  std::vector<float> x = {-12.0f, -10.0f, -3.3f, -0.5f, 0.0f, 1e-3f, 0.7f, 2.5f, 9.99f, 10.0f, 42.0f};
+  auto y = x;
+  ops::gelu(y.data(), static_cast<int64_t>(y.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    if (v <= -10) {
+      EXPECT_EQ(y[i], 0.0f);
+      continue;
+    }
+    if (v >= 10) {
+      EXPECT_EQ(y[i], x[i]);
+      continue;
+    }
+    // The table: x rounded to fp16, gelu in float, the result rounded to fp16.
+    const float xr = fp16_to_fp32(fp32_to_fp16(x[i]));
+    EXPECT_EQ(y[i], fp16_to_fp32(fp32_to_fp16(ops::gelu_f32(xr)))) << x[i];
+    // And the tanh approximation itself: off by rounding x to fp16 (the move of gelu from x to
+    // the rounded x) and the result to fp16 (2^-11 relative), with a margin.
+    const auto gd = [](double u) {
+      return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * u * (1 + 0.044715 * u * u)));
+    };
+    const double g = gd(v);
+    EXPECT_NEAR(y[i], g, std::fabs(gd(xr) - g) + 2e-3 * std::fabs(g) + 1e-9) << x[i];
+  }
+}
+
+TEST(Ops, NeoxRopeRotatesHalvesByPosTimesFrequency) {
+  const int n_rot = 64, half = n_rot / 2;
+  const float base = 10000.0f;
+  std::vector<float> cs(n_rot);
+  const int pos = 23;
+  ops::rope_cache(cs.data(), n_rot, std::pow(base, -2.0f / n_rot), 1.0f, nullptr, pos);
+  auto x = randn(n_rot, 6);
+  auto y = x;
+  ops::rope_apply_neox(y.data(), n_rot, cs.data());
+  for (int i = 0; i < half; ++i) {
+    const double th = pos * std::pow(double(base), -2.0 * i / n_rot);
+    ASSERT_NEAR(y[i], x[i] * std::cos(th) - x[i + half] * std::sin(th), 1e-4);
+    ASSERT_NEAR(y[i + half], x[i] * std::sin(th) + x[i + half] * std::cos(th), 1e-4);
+  }
+}
+
 TEST(Ops, RopeRotatesAdjacentPairsByPosTimesFrequency) {
   const int n_rot = 64;
   const float base = 10000.0f;

@@ -33,11 +33,13 @@ std::string weight(const char* name, const TensorView& w, int64_t ne0) {
   return "";
 }
 
-std::string ffn(const TensorView& gate, const TensorView& up, const TensorView& down_t) {
+std::string ffn(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                GluKind kind) {
+  const bool ungated = kind == GluKind::kReluUngated;
   std::string e = weight("gate", gate, -1);
-  if (e.empty()) e = weight("up", up, gate.ne0);
+  if (e.empty() && !ungated) e = weight("up", up, gate.ne0);
   if (e.empty()) e = weight("down_t", down_t, gate.ne0);
-  if (e.empty() && (up.ne1 != gate.ne1 || down_t.ne1 != gate.ne1))
+  if (e.empty() && ((!ungated && up.ne1 != gate.ne1) || down_t.ne1 != gate.ne1))
     e = "gate, up and down_t must hold the same neurons: " + str(gate.ne1) + ", " + str(up.ne1) +
         ", " + str(down_t.ne1) + " rows";
   return e;

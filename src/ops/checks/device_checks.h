@@ -16,6 +16,7 @@
 
 #include "core/tensor_view.h"
 #include "ops/cpu/attention.h"
+#include "ops/device.h"
 
 namespace hc::ops::device_checks {
 
@@ -28,7 +29,9 @@ inline constexpr int kMaxHeadDim = 512;
 std::string weight(const char* name, const TensorView& w, int64_t ne0);
 // The FFN operators' matrices: each a readable weight with gate's row length, all holding the
 // same neurons.
-std::string ffn(const TensorView& gate, const TensorView& up, const TensorView& down_t);
+// up is not checked (and may be empty) for GluKind::kReluUngated.
+std::string ffn(const TensorView& gate, const TensorView& up, const TensorView& down_t,
+                GluKind kind);
 // ffn_rows' local neuron indices, read when the operation runs (they are device memory a
 // queued copy may still write): every idx[j] in [0, n_rows).
 std::string ffn_indices(const int32_t* idx, int64_t n_idx, int64_t n_rows);

@@ -275,9 +275,12 @@ class CpuDevice final : public Device {
     enqueue([=, this] { attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out); });
   }
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override {
-    if (n_tok <= 0 || n <= 0 || !ok("glu", check::nulls({{"gate", gate}, {"up", up}}))) return;
+    if (n_tok <= 0 || n <= 0 ||
+        !ok("glu", check::nulls({{"gate", gate},
+                                 {"up", kind == GluKind::kReluUngated ? gate : up}})))
+      return;
     enqueue([=] {
-      for (int64_t t = 0; t < n_tok; ++t) glu_row(gate + t * n, up + t * n, n, kind);
+      for (int64_t t = 0; t < n_tok; ++t) glu_row(gate + t * n, up ? up + t * n : nullptr, n, kind);
     });
   }
   void add(float* y, const float* x, int64_t n) override {
@@ -287,7 +290,7 @@ class CpuDevice final : public Device {
   void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
                      const float* x, int64_t n_tok, float threshold, GluKind kind,
                      float* out) override {
-    if (!ok("ffn_threshold", check::ffn(gate, up, down_t)) || n_tok <= 0 ||
+    if (!ok("ffn_threshold", check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
         !ok("ffn_threshold", check::nulls({{"x", x}, {"out", out}})))
       return;
     enqueue([=, this] {
@@ -299,7 +302,7 @@ class CpuDevice final : public Device {
   void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
                 const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
                 const uint8_t* fire, GluKind kind, float* out) override {
-    if (!ok("ffn_rows", check::ffn(gate, up, down_t)) ||
+    if (!ok("ffn_rows", check::ffn(gate, up, down_t, kind)) ||
         !ok("ffn_rows", check::negatives({{"n_idx", n_idx}})) || n_tok <= 0 ||
         !ok("ffn_rows", check::nulls({{"x", x}, {"out", out}})) ||
         (n_idx > 0 && !ok("ffn_rows", check::nulls({{"idx", idx}, {"fire", fire}}))))
@@ -309,7 +312,7 @@ class CpuDevice final : public Device {
       // idx is device memory a copy queued just before may have written: checked now.
       if (!ok("ffn_rows", check::ffn_indices(idx, n_idx, gate.ne1))) return;
       rows_now(gate, up, down_t, x, n_tok, idx, n_idx, fire, kind, out);
-      pace(n_idx * (row_bytes(gate.type, gate.ne0) + row_bytes(up.type, up.ne0) +
+      pace(n_idx * (row_bytes(gate.type, gate.ne0) + (up.empty() ? 0 : row_bytes(up.type, up.ne0)) +
                     row_bytes(down_t.type, down_t.ne0)),
            t0);
     });
@@ -378,7 +381,11 @@ class CpuDevice final : public Device {
   static void glu_row(float* g, const float* u, int64_t n, GluKind kind) {
     if (kind == GluKind::kRelu) ops::reglu(g, u, n);
     else if (kind == GluKind::kDRelu) ops::dreglu(g, u, n);
+    else if (kind == GluKind::kReluUngated) ffn_relu(g, n);
     else ops::swiglu(g, u, n);
+  }
+  static void ffn_relu(float* g, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) g[i] = g[i] > 0.0f ? g[i] : 0.0f;
   }
   static float act_of(float g, GluKind kind) {
     return kind != GluKind::kSilu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
@@ -459,11 +466,12 @@ class CpuDevice final : public Device {
       std::fill(out, out + n_tok * down_t.ne0, 0.0f);
       return;
     }
-    us_.resize(static_cast<size_t>(n_tok * n_idx));
-    sparse_rows(up, in_, idx_.data(), n_idx, us_.data(), pool_);
+    const bool ungated = kind == GluKind::kReluUngated;
+    us_.resize(static_cast<size_t>(ungated ? 0 : n_tok * n_idx));
+    if (!ungated) sparse_rows(up, in_, idx_.data(), n_idx, us_.data(), pool_);
     for (int64_t t = 0; t < n_tok; ++t) {
       float* h = gs_.data() + t * n_idx;
-      glu_row(h, us_.data() + t * n_idx, n_idx, kind);
+      glu_row(h, ungated ? nullptr : us_.data() + t * n_idx, n_idx, kind);
       for (int64_t j = 0; j < n_idx; ++j)
         if (!fired(t, j)) h[j] = 0.0f;
     }

@@ -19,6 +19,26 @@ void rmsnorm(float* out, const float* x, const float* w, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
+void layernorm(float* out, const float* x, const float* w, const float* b, int64_t n, float eps) {
+  // ggml_compute_forward_norm_f32: the sum in double, mean rounded to float; centred values
+  // stored, their squares summed in double; then ggml_mul (w) and ggml_add (b), each rounded.
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  double sum2 = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] - mean;
+    out[i] = v;
+    sum2 += static_cast<double>(v * v);
+  }
+  const float variance = static_cast<float>(sum2 / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const float y = out[i] * scale * w[i];
+    out[i] = b ? y + b[i] : y;
+  }
+}
+
 void rope_cache(float* cos_sin, int64_t n_rot, float theta_scale, float freq_scale,
                 const float* freq_factors, int64_t pos) {
   float theta = static_cast<float>(pos);
@@ -42,6 +62,17 @@ void rope_apply(float* x, int64_t n_rot, const float* cos_sin) {
   }
 }
 
+void rope_apply_neox(float* x, int64_t n_rot, const float* cos_sin) {
+  const int64_t half = n_rot / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+    const float x0 = x[i], x1 = x[i + half];
+    // ggml's rotate_pairs serves both modes (contracted the same way as rope_apply).
+    x[i] = std::fma(x0, c, -(x1 * s));
+    x[i + half] = std::fma(x0, s, x1 * c);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   // ggml_compute_forward_soft_max_f32 without scale or mask.
   float mx = -INFINITY;
@@ -61,6 +92,27 @@ void dreglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i] > 0.0f ? gate[i] : 0.0f, u = up[i] > 0.0f ? up[i] : 0.0f;
     gate[i] = g * u;
+  }
+}
+
+float gelu_f32(float x) {
+  constexpr float kCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+void gelu(float* x, int64_t n) {
+  // ggml_table_gelu_f16: fp16(gelu_f32(v)) for every fp16 value v.
+  static const std::vector<fp16_t> table = [] {
+    std::vector<fp16_t> t(1u << 16);
+    for (uint32_t i = 0; i < t.size(); ++i)
+      t[i] = fp32_to_fp16(gelu_f32(fp16_to_fp32(static_cast<fp16_t>(i))));
+    return t;
+  }();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    if (v <= -10.0f) x[i] = 0.0f;
+    else if (v < 10.0f) x[i] = fp16_to_fp32(table[fp32_to_fp16(v)]);
   }
 }
 

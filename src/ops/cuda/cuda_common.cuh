@@ -35,6 +35,7 @@ __device__ __forceinline__ float glu_act(float g, int kind) {
 // relu(g) * relu(u).
 __device__ __forceinline__ float glu_value(float g, float u, int kind) {
   if (kind == 0) return glu_act(g, 0) * u;
+  if (kind == 3) return g > 0.0f ? g : 0.0f;  // ungated ReLU (Falcon): u unused
   if (kind == 2) u = u > 0.0f ? u : 0.0f;
   return g > 0.0f ? g * u : 0.0f;
 }

@@ -102,7 +102,7 @@ class CudaDevice final : public Device {
   void check_launch(const char* op);
   bool check_weight(const char* op, const char* name, const TensorView& w, int64_t ne0);
   bool check_ffn(const char* op, const TensorView& gate, const TensorView& up,
-                 const TensorView& down_t, int64_t n_tok);
+                 const TensorView& down_t, int64_t n_tok, GluKind kind);
   Status ensure_scratch(Scratch* s, uint64_t bytes, const char* what);
   // What gemm_scratch_ and ffn_scratch_ grow to for operations as large as n (0: none).
   void scratch_sizes(const ScratchNeeds& n, uint64_t* gemm, uint64_t* ffn) const;

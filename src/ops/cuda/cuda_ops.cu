@@ -171,12 +171,13 @@ bool CudaDevice::gemm(const TensorView& w, const float* x, int64_t n_tok, float*
 // ---- FFN ----------------------------------------------------------------------------------------
 
 bool CudaDevice::check_ffn(const char* op, const TensorView& gate, const TensorView& up,
-                           const TensorView& down_t, int64_t n_tok) {
-  if (!check_weight(op, "gate", gate, -1) || !check_weight(op, "up", up, gate.ne0) ||
+                           const TensorView& down_t, int64_t n_tok, GluKind kind) {
+  const bool ungated = kind == GluKind::kReluUngated;  // up is not read
+  if (!check_weight(op, "gate", gate, -1) || (!ungated && !check_weight(op, "up", up, gate.ne0)) ||
       !check_weight(op, "down_t", down_t, gate.ne0)) {
     return false;
   }
-  if (up.ne1 != gate.ne1 || down_t.ne1 != gate.ne1) {
+  if ((!ungated && up.ne1 != gate.ne1) || down_t.ne1 != gate.ne1) {
     fail(op, "gate, up and down_t must hold the same neurons: " + std::to_string(gate.ne1) + ", " +
                  std::to_string(up.ne1) + ", " + std::to_string(down_t.ne1) + " rows");
     return false;
@@ -188,7 +189,7 @@ void CudaDevice::ffn_threshold(const TensorView& gate, const TensorView& up,
                                const TensorView& down_t, const float* x, int64_t n_tok,
                                float threshold, GluKind kind, float* out) {
   select();
-  if (!check_ffn("ffn_threshold", gate, up, down_t, n_tok)) return;
+  if (!check_ffn("ffn_threshold", gate, up, down_t, n_tok, kind)) return;
   ffn("ffn_threshold",
       {&gate, &up, &down_t, x, n_tok, nullptr, gate.ne1, nullptr, threshold, kind, out});
 }
@@ -197,7 +198,7 @@ void CudaDevice::ffn_rows(const TensorView& gate, const TensorView& up, const Te
                           const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
                           const uint8_t* fire, GluKind kind, float* out) {
   select();
-  if (!check_ffn("ffn_rows", gate, up, down_t, n_tok)) return;
+  if (!check_ffn("ffn_rows", gate, up, down_t, n_tok, kind)) return;
   ffn("ffn_rows", {&gate, &up, &down_t, x, n_tok, idx, n_idx, fire, 0.0f, kind, out});
 }
 
@@ -287,11 +288,15 @@ void CudaDevice::ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, i
   p.threshold = a.threshold;
   p.glu_kind = static_cast<int>(a.kind);
   launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x
-  p.w = static_cast<const uint8_t*>(a.up->data);
-  p.nb1 = a.up->nb1;
-  p.mode = MatvecMode::kGlu;
-  p.gate = h;
-  launch_matvec(a.up->type, p, stream_);  // h = fired ? act(g) * (up . x) : 0
+  if (a.kind == GluKind::kReluUngated) {  // no up (Falcon): h = fired ? relu(g) : 0
+    launch_ungated_relu(h, a.n_rows, nt, p.fire, p.ld_fire, a.threshold, stream_);
+  } else {
+    p.w = static_cast<const uint8_t*>(a.up->data);
+    p.nb1 = a.up->nb1;
+    p.mode = MatvecMode::kGlu;
+    p.gate = h;
+    launch_matvec(a.up->type, p, stream_);  // h = fired ? act(g) * (up . x) : 0
+  }
   float* out = a.out + t0 * n_embd;
   DownParams d;
   d.dt = static_cast<const uint8_t*>(a.down_t->data);

@@ -73,7 +73,17 @@ __global__ void kv_store_kernel(const float* k, const float* v, int64_t n_tok, i
 
 __global__ void glu_kernel(float* gate, const float* up, int64_t n, int kind) {
   for (int64_t i = thread_index(); i < n; i += thread_stride()) {
-    gate[i] = glu_value(gate[i], up[i], kind);
+    gate[i] = glu_value(gate[i], kind == 3 ? 0.0f : up[i], kind);
+  }
+}
+
+__global__ void ungated_relu_kernel(float* h, int64_t n_rows, int64_t n, const uint8_t* fire,
+                                    int64_t ld_fire, float threshold) {
+  for (int64_t i = thread_index(); i < n; i += thread_stride()) {
+    const int64_t t = i / n_rows, j = i % n_rows;
+    const float r = h[i] > 0.0f ? h[i] : 0.0f;
+    const bool f = fire ? fire[t * ld_fire + j] != 0 : r > threshold;
+    h[i] = f ? r : 0.0f;
   }
 }
 
@@ -132,6 +142,14 @@ void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, in
 void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStream_t stream) {
   if (n <= 0) return;
   glu_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(gate, up, n, glu_kind);
+}
+
+void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t* fire,
+                         int64_t ld_fire, float threshold, cudaStream_t stream) {
+  const int64_t n = n_rows * n_tok;
+  if (n <= 0) return;
+  ungated_relu_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(h, n_rows, n, fire, ld_fire,
+                                                                     threshold);
 }
 
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {

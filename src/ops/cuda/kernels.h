@@ -78,6 +78,10 @@ void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, i
 void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
                      int n_ctx, uint16_t* k_cache, uint16_t* v_cache_t, cudaStream_t stream);
 void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStream_t stream);
+// h [n_tok, n_rows] = fired(t, j) ? relu(h) : 0 with fired = fire[t * ld_fire + j] != 0 (fire
+// not null) or relu(h) > threshold: the ungated FFN's activation (Falcon) after the gate pass.
+void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t* fire,
+                         int64_t ld_fire, float threshold, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 
 // attention.cu: causal grouped-query attention, q/out [n_tok, n_head * head_dim].

@@ -1434,9 +1434,11 @@ void VulkanDevice::ffn_rows(const TensorView& gate, const TensorView& up, const 
 }
 
 void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
-  if (std::string e = device_checks::ffn(*a.gate, *a.up, *a.down_t); !e.empty())
+  if (std::string e = device_checks::ffn(*a.gate, *a.up, *a.down_t, a.kind); !e.empty())
     return fail(op, e);
-  if (!check_weight(op, "gate", *a.gate, -1) || !check_weight(op, "up", *a.up, -1) ||
+  const bool ungated = a.kind == GluKind::kReluUngated;  // no up: h = fired ? relu(g) : 0
+  if (!check_weight(op, "gate", *a.gate, -1) ||
+      (!ungated && !check_weight(op, "up", *a.up, -1)) ||
       !check_weight(op, "down_t", *a.down_t, -1))
     return;
   if (a.n_tok <= 0) return;
@@ -1482,15 +1484,18 @@ void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
     uint64_t seq = ops_recorded_;
     dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));
     keep_xq(seq, a.x, nx, hp, nh);
-    MatvecPC u = g;  // up pass: h = fired ? act(g) * (up . x) : 0, in place
-    if (!quantize_x(op, a.up->type, a.x, a.n_tok, n_embd, &u.x, &u.nbx)) return;
+    // up pass: h = fired ? act(g) * (up . x) : 0, in place; ungated, the same pass reads no
+    // weights and writes h = fired ? relu(g) : 0 (the gate's x and rows as harmless stand-ins).
+    MatvecPC u = g;
+    const TensorView& uw = ungated ? *a.gate : *a.up;
+    if (!quantize_x(op, uw.type, a.x, a.n_tok, n_embd, &u.x, &u.nbx)) return;
     u.x += static_cast<uint64_t>(t0 * u.nbx);
-    u.w = addr_of(a.up->data);
-    u.nb1 = a.up->nb1;
+    u.w = addr_of(uw.data);
+    u.nb1 = uw.nb1;
     u.mode = 2;
     u.gate = h;
     seq = ops_recorded_;
-    dispatch(op, matvec_pipe(a.up->type, nt), &u, sizeof u, matvec_groups(a.n_rows, nt));
+    dispatch(op, matvec_pipe(uw.type, nt), &u, sizeof u, matvec_groups(a.n_rows, nt));
     keep_xq(seq, a.x, nx, hp, nh);
     float* out = a.out + t0 * n_embd;
     DownPC d{addr_of(a.down_t->data), h, addr_of(a.idx), addr_of(out), a.down_t->nb1,

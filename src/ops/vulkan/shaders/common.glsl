@@ -296,12 +296,13 @@ float hc_act(float x, int kind) {
   return x > 0.0 ? x : 0.0;
 }
 // act(g) * u as ggml's swiglu / reglu (ReGLU: 0 for g <= 0 whatever u is); dReLU (kind 2):
-// relu(g) * relu(u) (ops::dreglu).
+// relu(g) * relu(u) (ops::dreglu); ungated ReLU (kind 3, Falcon): relu(g), u unused.
 float hc_glu(float g, float u, int kind) {
   if (kind == 0) {
     precise float y = hc_act(g, 0) * u;
     return y;
   }
+  if (kind == 3) return g > 0.0 ? g : 0.0;
   if (kind == 2) u = u > 0.0 ? u : 0.0;
   return g > 0.0 ? g * u : 0.0;
 }

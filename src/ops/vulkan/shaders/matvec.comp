@@ -8,6 +8,8 @@
 //   mode 2: rows no token fires get y = 0 and are not read; else
 //           y = fired(t, j) ? act(gate[t * ldy + j]) * dot : 0 (gate may alias y)
 //   fired(t, j) = fire ? fire[t * ld_fire + j] != 0 : |act(gate[t * ldy + j])| > threshold.
+//   mode 2 with glu_kind 3 (ungated ReLU, Falcon): no dot product, W is not read;
+//           y = fired(t, j) ? relu(gate[t * ldy + j]) : 0.
 //
 // Two work splits, chosen by the runtime with specialisation constant 0 (kVkRowsPerLane):
 //
@@ -95,7 +97,17 @@ void main_row_per_group() {
   const int n_tok = min(pc.n_tok, min(MAX_TOK, HC_MAX_TOK));
   bool fired[HC_MAX_TOK];
   float g[HC_MAX_TOK];
-  if (!row_fires(j, n_tok, fired, g)) {  // uniform: no token fires row j, which is not read
+  const bool fires = row_fires(j, n_tok, fired, g);
+  if (fires && pc.mode == 2 && pc.glu_kind == 3) {  // uniform: y from the gate alone
+    barrier();  // every invocation has read the gate (which y may alias)
+    if (lid == 0u) {
+      for (int t = 0; t < MAX_TOK; ++t) {
+        if (t < n_tok) store_y(j, t, 0.0, fired[t], g[t]);
+      }
+    }
+    return;
+  }
+  if (!fires) {  // uniform: no token fires row j, which is not read
     if (lid == 0u) {
       for (int t = 0; t < MAX_TOK; ++t) {
         if (t < n_tok) FloatRef(pc.y + off4(int64_t(t) * pc.ldy + int64_t(j))).v[0] = 0.0;
@@ -146,7 +158,8 @@ void main_rows_per_lane() {
   bool any = false;
   for (int r = 0; r < MAX_R; ++r) {
     const uint j = base + L * uint(r);
-    live[r] = r < R && j < uint(pc.n_rows) && row_fires(j, n_tok, fired[r], g[r]);
+    live[r] = r < R && j < uint(pc.n_rows) && row_fires(j, n_tok, fired[r], g[r]) &&
+              !(pc.mode == 2 && pc.glu_kind == 3);  // ungated: no dot product (store_y)
     wrow[r] = live[r] ? weight_row(j) : 0ul;
     any = any || live[r];
     for (int t = 0; t < MAX_TOK; ++t) acc[r][t] = 0.0;
