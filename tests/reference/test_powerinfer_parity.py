@@ -8,7 +8,10 @@ the generator changed and the goldens must be regenerated) and the WikiText-2 sl
 ../shared again. Fixtures: llama and bamboo, 3 layers, n_embd 256, n_ff 1024, norm weights
 1 +- 0.25; dense GGUF in F16, Q8_0 and Q4_0; PowerInfer's PWRI layout in F16 and Q4_0 (the only
 types its CPU sparse kernels take) with random predictors (rand, rank 64) or exact ones built
-from the gate (gate: a neuron is predicted when its gate is positive).
+from the gate (gate: a neuron is predicted when its gate is positive). Falcon in the PWRI layout
+only (PowerInfer's dense falcon multiplies by ffn_down_t and crashes on a dense file): ReLU of
+ffn_up . attn_norm(x), predictors reading the layer input x, rand or gate (exact: attn_norm's
+bias 0, the logit std(x) * (up . LN(x)); see tools/synth/README.md).
 
 Cases, each against PowerInfer's run of the same file unless said otherwise:
   dense GGUF     `hotcold perplexity` / `run`: llama SwiGLU, bamboo relu(gate) * relu(up);

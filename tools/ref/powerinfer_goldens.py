@@ -61,7 +61,7 @@ CACHE = Path(os.environ.get("HOTCOLD_CACHE", Path.home() / ".cache" / "hotcold")
 MIRROR = "/work/.mirror/SJTU-IPADS+PowerInfer/repo"
 
 # Every fixture: tiny shape (n_embd 256, 4/2 heads, synthetic 512-token vocabulary) with
-# n_ff 1024 (> 1000: PowerInfer's real sparse kernels, see above), 3 layers, RMS norm weights
+# n_ff 1024 (> 1000: PowerInfer's real sparse kernels, see above), 3 layers, norm weights
 # 1 +- 0.25 (with all-ones norms a predictor fed the normed or the un-normed FFN input makes the
 # same decisions at threshold 0: relu(fc1 . x) is positively homogeneous), seed 1.
 COMMON = ["--shape", "tiny", "--n-ff", "1024", "--layers", "3", "--norm-jitter", "0.25",
@@ -75,7 +75,10 @@ COMMON = ["--shape", "tiny", "--n-ff", "1024", "--layers", "3", "--norm-jitter",
 #   gate  exact, built from ffn_norm and ffn_gate (logit = rms(x) * gate): PowerInfer then
 #         computes the dense ReLU / dReLU FFN, with the dense model's numerical noise; fed the
 #         normed FFN input instead of PowerInfer's un-normed one, such a predictor misses many
-#         firing neurons (norm weights are not 1).
+#         firing neurons (norm weights are not 1). Falcon: built from attn_norm (LayerNorm,
+#         its bias 0 in these files) and ffn_up, logit = std(x) * up(attn_norm(x)), fed the
+#         layer input x (build_falcon: the predictor reads inpL), rank 2 n_embd + 64; PowerInfer
+#         computes the dense ReLU falcon FFN relu(up(attn_norm(x))).
 # PowerInfer's quantize makes a Q4_0 model's predictors Q4_0 too; F16 files have F16 ones (its
 # converter).
 RAND = ["--powerinfer", "--pred-kind", "random", "--pred-rank", "64"]
@@ -85,9 +88,11 @@ GATE = ["--powerinfer", "--pred-kind", "gate"]
 # hotcold's dense FFN on the PWRI file must match PowerInfer on its dense twin. (Quantised
 # twins differ: the transpose is quantised along the other axis.)
 FIXTURES: dict[str, tuple[list[str], str | None]] = {}
-for _arch in ("llama", "bamboo"):
+for _arch in ("llama", "bamboo", "falcon"):
     _a = ["--arch", _arch] if _arch != "llama" else []
-    for _t in ("f16", "q8_0", "q4_0"):
+    # PowerInfer d3ebd7c runs no dense falcon file: build_falcon's dense branch multiplies by
+    # layer.ffn_down_t, which only a PWRI file has (segfault), and applies ReLU, not GELU.
+    for _t in ("f16", "q8_0", "q4_0") if _arch != "falcon" else ():
         FIXTURES[f"{_arch}-{_t}"] = (_a + ["--type", _t], None)
     for _kind, _args in (("rand", RAND), ("gate", GATE)):
         for _t in ("f16", "q4_0"):  # PowerInfer's CPU sparse kernels take no other type

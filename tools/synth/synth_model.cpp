@@ -5,13 +5,14 @@
 // Also the fixtures of the PowerInfer reference (tests/reference/test_powerinfer_parity.py):
 // `--arch bamboo` (PowerInfer's dReLU llama variant) and `--powerinfer` (its sparse "PWRI"
 // layout: transposed down matrices, random or gate-exact activation predictors), which
-// PowerInfer loads too.
+// PowerInfer loads too. `--arch falcon`: Falcon (LayerNorm with bias, fused QKV, ungated GELU
+// FFN in parallel with attention), in llama.cpp's layout or with --powerinfer in PowerInfer's.
 //
 // Weights: approximately normal (an Irwin-Hall sum of four uniforms), mean 0, standard
 // deviation 1/sqrt(row length) for matrices, so every matmul maps unit-RMS inputs to unit-RMS
 // outputs whatever the shape; 1 for token_embd; norms are exactly 1 (or 1 + jitter * N(0, 1)
-// with --norm-jitter). Logits then have a standard deviation of about 1: finite and
-// input-dependent, never degenerate.
+// with --norm-jitter); LayerNorm biases (falcon) --norm-bias * N(0, 1). Logits then have a
+// standard deviation of about 1: finite and input-dependent, never degenerate.
 //
 // Deterministic: row r of tensor T is drawn from a generator seeded by (seed, T's name, r), so
 // the bytes depend on the seed only, never on the thread count. The file is streamed tensor by
@@ -45,7 +46,7 @@ const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped s
 struct Shape {
   const char* name;
   int n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-  float rms_eps;
+  float norm_eps;  // RMS norm's (llama, bamboo) or LayerNorm's (falcon)
 };
 constexpr Shape kShapes[] = {
     {"llama2-7b", 4096, 11008, 32, 32, 32000, 4096, 1e-5f},
@@ -82,9 +83,11 @@ struct Flags {
   int threads = 2;
   uint64_t seed = 1;
   float norm_jitter = 0.0f;
+  float norm_bias = 0.05f;
+  bool falcon_norm2 = false;
   bool powerinfer = false;
   std::string pred_kind = "random";
-  int pred_rank = 0;  // 0: 64 for random predictors, 2 n_embd for gate predictors
+  int pred_rank = 0;  // 0: 64 for random predictors, gate_rank for gate predictors
   std::string pred_type = "f16";
   float sparse_threshold = 0.0f;
 };
@@ -94,10 +97,12 @@ struct Config {
   Shape shape;
   int n_layer = 0;
   WeightType wtype{};
-  std::string arch;        // general.architecture: llama or bamboo
-  std::string act;         // the FFN activation hotcold will run: silu, relu or drelu
+  std::string arch;        // general.architecture: llama, bamboo or falcon
+  std::string act;         // the FFN activation hotcold will run: silu, relu, drelu or gelu
   bool write_act = false;  // act is not the file's own: declare it (hotcold's key)
   float norm_jitter = 0.0f;
+  float norm_bias = 0.0f;       // falcon: LayerNorm biases' standard deviation
+  bool falcon_norm2 = false;    // falcon: attn_norm_2 for attention (Falcon-40B)
   bool powerinfer = false;      // PowerInfer's sparse layout ("PWRI")
   bool gate_predictor = false;  // predictors that reproduce the gate's sign (see tensor_specs)
   int pred_rank = 0;
@@ -115,6 +120,12 @@ enum class Derived {
   kPredFc1,    // [2 n_embd, n_embd]: rows diag(w) then -diag(w), w the source norm's weights
   kPredFc2,    // [n_ff, 2 n_embd]: row i is (g_i, -g_i), g_i row i of the source gate as
                // stored (quantised and dequantised in source_type)
+  // Falcon's gate-exact predictor (LayerNorm: the mean is subtracted too), B = pred_block
+  // (mean_block):
+  kPredFc1Ln,  // [2 n_embd + 2 B, n_embd]: diag(w), -diag(w), then 1/n_embd in every column of
+               // row 2 n_embd and -1/n_embd in row 2 n_embd + B (other rows zero)
+  kPredFc2Ln,  // [n_ff, 2 n_embd + 2 B]: row i is (u_i, -u_i, -s_i, 0.., s_i, 0..) with u_i row
+               // i of the source up as stored and s_i = u_i . w (w: the `aux` norm's weights)
 };
 
 // One tensor to write: name, ggml shape, type, and how its values are drawn.
@@ -127,6 +138,9 @@ struct TensorSpec {
   Derived derived = Derived::kNone;
   std::string source;  // derived: the source tensor, drawn with stddev / mean
   GgmlType source_type = GgmlType::F32;
+  std::string aux;  // kPredFc2Ln: the norm whose weights w are folded in, drawn with:
+  float aux_stddev = 0.0f, aux_mean = 0.0f;
+  int64_t pred_block = 0;  // kPredFc*Ln: B (mean_block: the predictor type's block, >= 32)
 };
 
 TensorSpec spec(std::string name, std::vector<int64_t> ne, GgmlType type, float stddev,
@@ -195,29 +209,45 @@ const WeightType* find_type(const std::string& flag) {
 }
 
 // The FFN activation a file implies without hotcold's activation key: bamboo is dReLU
-// (PowerInfer: LLM_FFN_SYM + LLM_FFN_RELU), a PowerInfer file of the llama architecture ReGLU
-// (its sparse FFN always applies ReLU), a plain llama file SwiGLU (src/model/llama_model.cpp
-// detect_activation reads them so).
+// (PowerInfer: LLM_FFN_SYM + LLM_FFN_RELU), a PowerInfer file of the llama or falcon
+// architecture ReLU (its sparse FFN always applies ReLU: ReGLU, or relu(up) for falcon), a
+// plain llama file SwiGLU, a plain falcon file GELU (llama.cpp's falcon; src/model/
+// llama_model.cpp detect_activation reads them so).
 const char* natural_activation(const std::string& arch, bool powerinfer) {
   if (arch == "bamboo") return "drelu";
-  return powerinfer ? "relu" : "silu";
+  if (powerinfer) return "relu";
+  return arch == "falcon" ? "gelu" : "silu";
+}
+
+// The gate-exact predictor's rank: 2 n_embd for RMS norm (llama, bamboo); for falcon's
+// LayerNorm two more rows for the mean, each at the start of its own block of B rows, B the
+// predictor type's block size but at least 32: quantised (by hc-synth-model, or by
+// PowerInfer's quantize from an F16 file) each is its block's only nonzero value, exact.
+int64_t mean_block(const WeightType& pred_type) {
+  return std::max<int64_t>(32, dtype_traits(pred_type.type).block_size);
+}
+int gate_rank(const Config& c, const WeightType& pred_type) {
+  return 2 * c.shape.n_embd +
+         (c.arch == "falcon" ? 2 * static_cast<int>(mean_block(pred_type)) : 0);
 }
 
 // The predictor's type must hold rows of n_embd (fc1) and of the rank (fc2).
 Status check_predictor(const Flags& f, const Config& c) {
   if (f.pred_kind != "random" && f.pred_kind != "gate")
     return Status::Error("--pred-kind: expected random or gate, found '" + f.pred_kind + "'");
-  const int gate_rank = 2 * c.shape.n_embd;
-  if (f.pred_kind == "gate" && f.pred_rank != 0 && f.pred_rank != gate_rank)
-    return Status::Error("--pred-kind gate: the rank is 2 n_embd = " + std::to_string(gate_rank) +
-                         ", found --pred-rank " + std::to_string(f.pred_rank));
-  const int rank = f.pred_rank != 0 ? f.pred_rank : f.pred_kind == "gate" ? gate_rank : 64;
-  if (rank < 1 || rank > 65536)
-    return Status::Error("--pred-rank: expected 1..65536, found " + std::to_string(rank));
   const WeightType* t = find_type(f.pred_type);
   if (!t)
     return Status::Error("--pred-type: expected one of " + type_names() + ", found '" +
                          f.pred_type + "'");
+  const int exact_rank = gate_rank(c, *t);
+  if (f.pred_kind == "gate" && f.pred_rank != 0 && f.pred_rank != exact_rank)
+    return Status::Error("--pred-kind gate: the rank is 2 n_embd" +
+                         std::string(c.arch == "falcon" ? " + 2 max(32, block size)" : "") + " = " +
+                         std::to_string(exact_rank) + ", found --pred-rank " +
+                         std::to_string(f.pred_rank));
+  const int rank = f.pred_rank != 0 ? f.pred_rank : f.pred_kind == "gate" ? exact_rank : 64;
+  if (rank < 1 || rank > 65536)
+    return Status::Error("--pred-rank: expected 1..65536, found " + std::to_string(rank));
   const int64_t block = dtype_traits(t->type).block_size;
   for (auto [what, n] : {std::pair{"n_embd", c.shape.n_embd}, std::pair{"the rank", rank}}) {
     if (n % block != 0)
@@ -250,23 +280,36 @@ Result<Config> validate(const Flags& f) {
   c.wtype = *wtype;
   HC_TRY(check_block_size(c.shape, c.wtype));
 
-  if (f.arch != "llama" && f.arch != "bamboo")
-    return Status::Error("--arch: expected llama or bamboo, found '" + f.arch + "'");
+  if (f.arch != "llama" && f.arch != "bamboo" && f.arch != "falcon")
+    return Status::Error("--arch: expected llama, bamboo or falcon, found '" + f.arch + "'");
   c.arch = f.arch;
   c.powerinfer = f.powerinfer;
-  if (!f.act.empty() && f.act != "silu" && f.act != "relu")
-    return Status::Error("--act: expected relu or silu, found '" + f.act + "'");
+  const bool falcon = c.arch == "falcon";
+  // Falcon's FFN has no gate: GELU (llama.cpp) or ReLU (ReluFalcon, PowerInfer); SiLU is
+  // llama's SwiGLU.
+  if (!f.act.empty() &&
+      (falcon ? f.act != "gelu" && f.act != "relu" : f.act != "silu" && f.act != "relu"))
+    return Status::Error("--act: expected relu or " + std::string(falcon ? "gelu" : "silu") +
+                         (falcon ? " for --arch falcon" : "") + ", found '" + f.act + "'");
   const std::string natural = natural_activation(c.arch, c.powerinfer);
   c.act = f.act.empty() ? natural : f.act;
   c.write_act = c.act != natural;
   if (!std::isfinite(f.norm_jitter) || f.norm_jitter < 0.0f || f.norm_jitter > 1.0f)
     return Status::Error("--norm-jitter: expected 0..1, found " + std::to_string(f.norm_jitter));
   c.norm_jitter = f.norm_jitter;
+  if (!std::isfinite(f.norm_bias) || f.norm_bias < 0.0f || f.norm_bias > 1.0f)
+    return Status::Error("--norm-bias: expected 0..1, found " + std::to_string(f.norm_bias));
+  if (f.falcon_norm2 && !falcon)
+    return Status::Error("--falcon-norm2 needs --arch falcon, found --arch " + c.arch);
+  c.norm_bias = falcon ? f.norm_bias : 0.0f;
+  c.falcon_norm2 = f.falcon_norm2;
   if (c.powerinfer) {
     HC_TRY(check_predictor(f, c));
     c.gate_predictor = f.pred_kind == "gate";
-    c.pred_rank = f.pred_rank != 0 ? f.pred_rank : c.gate_predictor ? 2 * c.shape.n_embd : 64;
     c.pred_type = *find_type(f.pred_type);
+    c.pred_rank = f.pred_rank != 0   ? f.pred_rank
+                  : c.gate_predictor ? gate_rank(c, c.pred_type)
+                                     : 64;
     c.sparse_threshold = f.sparse_threshold;
   }
   if (f.layers < 1 || f.layers > 1024)
@@ -336,6 +379,61 @@ SynthVocab make_vocab(int n_vocab) {
 
 // ---- tensors and metadata ------------------------------------------------------------------
 
+// The specs of one file's tensors: shapes in ggml order, shape comments in row-major order.
+struct SpecMaker {
+  const Config& c;
+
+  TensorSpec matrix(std::string name, int64_t n_in, int64_t n_out) const {
+    return spec(std::move(name), {n_in, n_out}, c.wtype.type,
+                1.0f / std::sqrt(static_cast<float>(n_in)));
+  }
+  TensorSpec norm(std::string name) const {  // RMS norm or LayerNorm weights
+    return spec(std::move(name), {c.shape.n_embd}, GgmlType::F32, c.norm_jitter, 1.0f);
+  }
+  TensorSpec bias(std::string name, float stddev) const {  // LayerNorm biases
+    return spec(std::move(name), {c.shape.n_embd}, GgmlType::F32, stddev);
+  }
+
+  // PowerInfer's sparse FFN of layer prefix p: ffn_down_t, fc1, fc2. `pred_norm` and
+  // `pred_gate` are the tensors the gate-exact predictor is built from (llama: ffn_norm and
+  // ffn_gate; falcon: attn_norm and ffn_up).
+  void add_sparse_ffn(const std::string& p, const std::string& pred_norm,
+                      const std::string& pred_gate, std::vector<TensorSpec>* out) const {
+    const Shape& s = c.shape;
+    TensorSpec down_t = matrix(p + "ffn_down_t.weight", s.n_embd, s.n_ff);  // [n_ff, n_embd]
+    down_t.stddev = 1.0f / std::sqrt(static_cast<float>(s.n_ff));           // ffn_down's values
+    down_t.derived = Derived::kTranspose;
+    down_t.source = p + "ffn_down.weight";
+    out->push_back(down_t);
+    const GgmlType pt = c.pred_type.type;
+    TensorSpec fc1 = spec(p + "fc1.weight", {s.n_embd, c.pred_rank}, pt,  // [rank, n_embd]
+                          1.0f / std::sqrt(static_cast<float>(s.n_embd)));
+    TensorSpec fc2 = spec(p + "fc2.weight", {c.pred_rank, s.n_ff}, pt,  // [n_ff, rank]
+                          1.0f / std::sqrt(static_cast<float>(c.pred_rank)));
+    if (c.gate_predictor) {
+      const bool ln = c.arch == "falcon";
+      const TensorSpec w_norm = norm(pred_norm);
+      fc1.derived = ln ? Derived::kPredFc1Ln : Derived::kPredFc1;
+      fc1.source = w_norm.name;
+      fc1.stddev = w_norm.stddev;
+      fc1.mean = w_norm.mean;
+      const TensorSpec gate = matrix(pred_gate, s.n_embd, s.n_ff);
+      fc2.derived = ln ? Derived::kPredFc2Ln : Derived::kPredFc2;
+      fc2.source = gate.name;
+      fc2.stddev = gate.stddev;
+      fc2.source_type = gate.type;
+      if (ln) {
+        fc2.aux = w_norm.name;
+        fc2.aux_stddev = w_norm.stddev;
+        fc2.aux_mean = w_norm.mean;
+        fc1.pred_block = fc2.pred_block = mean_block(c.pred_type);
+      }
+    }
+    out->push_back(fc1);
+    out->push_back(fc2);
+  }
+};
+
 // llama.cpp's names and shapes (src/model/llama_model.cpp binds the same), in the order of
 // llama.cpp's HF converter: token_embd, the blocks, output_norm, output.
 // PowerInfer's layout (convert-hf-to-powerinfer-gguf.py, llm_load_sparse_model_tensors) replaces
@@ -349,62 +447,79 @@ SynthVocab make_vocab(int n_vocab) {
 // gate is positive (up to the rounding of the predictor's F16 / quantised products), as by a
 // perfect predictor of a ReLU model. Fed the normed input instead, the logit is G (w^2 x) / rms:
 // with norm weights other than 1 (--norm-jitter) its sign differs for many neurons.
-std::vector<TensorSpec> tensor_specs(const Config& c) {
+std::vector<TensorSpec> llama_tensor_specs(const Config& c) {
   const Shape& s = c.shape;
   const int64_t head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * head_dim;
   const int64_t kv_dim = s.n_head_kv * head_dim;
-  const GgmlType w = c.wtype.type;
-  auto matrix = [&](std::string name, int64_t n_in, int64_t n_out) {
-    return spec(std::move(name), {n_in, n_out}, w, 1.0f / std::sqrt(static_cast<float>(n_in)));
-  };
-  auto norm = [&](std::string name) {
-    return spec(std::move(name), {s.n_embd}, GgmlType::F32, c.norm_jitter, 1.0f);
-  };
+  const SpecMaker m{c};
   std::vector<TensorSpec> out;
-  out.push_back(spec("token_embd.weight", {s.n_embd, s.n_vocab}, w, 1.0f));  // [n_vocab, n_embd]
+  // token_embd [n_vocab, n_embd], standard deviation 1
+  out.push_back(spec("token_embd.weight", {s.n_embd, s.n_vocab}, c.wtype.type, 1.0f));
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    out.push_back(norm(p + "attn_norm.weight"));                       // [n_embd]
-    out.push_back(matrix(p + "attn_q.weight", s.n_embd, q_dim));       // [q_dim, n_embd]
-    out.push_back(matrix(p + "attn_k.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
-    out.push_back(matrix(p + "attn_v.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
-    out.push_back(matrix(p + "attn_output.weight", q_dim, s.n_embd));  // [n_embd, q_dim]
-    out.push_back(norm(p + "ffn_norm.weight"));                        // [n_embd]
-    out.push_back(matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
-    out.push_back(matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));      // [n_ff, n_embd]
-    if (!c.powerinfer) {
-      out.push_back(matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
-      continue;
-    }
-    TensorSpec down_t = matrix(p + "ffn_down_t.weight", s.n_embd, s.n_ff);  // [n_ff, n_embd]
-    down_t.stddev = 1.0f / std::sqrt(static_cast<float>(s.n_ff));           // ffn_down's values
-    down_t.derived = Derived::kTranspose;
-    down_t.source = p + "ffn_down.weight";
-    out.push_back(down_t);
-    const GgmlType pt = c.pred_type.type;
-    TensorSpec fc1 = spec(p + "fc1.weight", {s.n_embd, c.pred_rank}, pt,  // [rank, n_embd]
-                          1.0f / std::sqrt(static_cast<float>(s.n_embd)));
-    TensorSpec fc2 = spec(p + "fc2.weight", {c.pred_rank, s.n_ff}, pt,  // [n_ff, rank]
-                          1.0f / std::sqrt(static_cast<float>(c.pred_rank)));
-    if (c.gate_predictor) {
-      const TensorSpec w_norm = norm(p + "ffn_norm.weight");
-      fc1.derived = Derived::kPredFc1;
-      fc1.source = w_norm.name;
-      fc1.stddev = w_norm.stddev;
-      fc1.mean = w_norm.mean;
-      const TensorSpec gate = matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-      fc2.derived = Derived::kPredFc2;
-      fc2.source = gate.name;
-      fc2.stddev = gate.stddev;
-      fc2.source_type = gate.type;
-    }
-    out.push_back(fc1);
-    out.push_back(fc2);
+    out.push_back(m.norm(p + "attn_norm.weight"));                       // [n_embd]
+    out.push_back(m.matrix(p + "attn_q.weight", s.n_embd, q_dim));       // [q_dim, n_embd]
+    out.push_back(m.matrix(p + "attn_k.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
+    out.push_back(m.matrix(p + "attn_v.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
+    out.push_back(m.matrix(p + "attn_output.weight", q_dim, s.n_embd));  // [n_embd, q_dim]
+    out.push_back(m.norm(p + "ffn_norm.weight"));                        // [n_embd]
+    out.push_back(m.matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
+    out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));      // [n_ff, n_embd]
+    if (c.powerinfer)
+      m.add_sparse_ffn(p, p + "ffn_norm.weight", p + "ffn_gate.weight", &out);
+    else
+      out.push_back(m.matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
   }
-  out.push_back(norm("output_norm.weight"));                    // [n_embd]
-  out.push_back(matrix("output.weight", s.n_embd, s.n_vocab));  // [n_vocab, n_embd]
+  out.push_back(m.norm("output_norm.weight"));                    // [n_embd]
+  out.push_back(m.matrix("output.weight", s.n_embd, s.n_vocab));  // [n_vocab, n_embd]
   return out;
+}
+
+// Falcon (llama.cpp's llm_build_falcon, PowerInfer's build_falcon): per layer
+//   a = attn_norm(x) (LayerNorm with weight and bias), h = attention(attn_norm_2(x) if present
+//   (Falcon-40B), else a) through the fused attn_qkv ([n_embd + 2 kv_dim, n_embd]: n_embd Q
+//   rows, then kv_dim K rows, then kv_dim V rows, head-major) and attn_output,
+//   x' = x + h + ffn_down(act(ffn_up(a))),
+// no ffn_norm, no ffn_gate, no biases on matrices; output_norm is a LayerNorm too.
+// --pred-kind gate: attn_norm's bias is zero (so that the predictor can be exact: PowerInfer
+// feeds it the layer input x, not a) and fc1 / fc2 are kPredFc1Ln / kPredFc2Ln: with U
+// ffn_up as stored, w the attn_norm weights, m = mean(x) and C x = x - m,
+//   fc2 . relu(fc1 . x) = U (w x) - (U w) m = U diag(w) C x = std(x) * (U . a),
+// whose sign is the neuron's (ReLU) firing: U . a = U diag(w) C x / std(x) when the bias is 0.
+std::vector<TensorSpec> falcon_tensor_specs(const Config& c) {
+  const Shape& s = c.shape;
+  const int64_t kv_dim = s.n_head_kv * (s.n_embd / s.n_head);
+  const SpecMaker m{c};
+  std::vector<TensorSpec> out;
+  // token_embd [n_vocab, n_embd], standard deviation 1
+  out.push_back(spec("token_embd.weight", {s.n_embd, s.n_vocab}, c.wtype.type, 1.0f));
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    out.push_back(m.norm(p + "attn_norm.weight"));  // [n_embd]
+    out.push_back(m.bias(p + "attn_norm.bias",      // [n_embd]
+                         c.gate_predictor ? 0.0f : c.norm_bias));
+    if (c.falcon_norm2) {
+      out.push_back(m.norm(p + "attn_norm_2.weight"));             // [n_embd]
+      out.push_back(m.bias(p + "attn_norm_2.bias", c.norm_bias));  // [n_embd]
+    }
+    out.push_back(m.matrix(p + "attn_qkv.weight", s.n_embd,  // [n_embd + 2 kv_dim, n_embd]
+                           s.n_embd + 2 * kv_dim));
+    out.push_back(m.matrix(p + "attn_output.weight", s.n_embd, s.n_embd));  // [n_embd, n_embd]
+    out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));         // [n_ff, n_embd]
+    if (c.powerinfer)
+      m.add_sparse_ffn(p, p + "attn_norm.weight", p + "ffn_up.weight", &out);
+    else
+      out.push_back(m.matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
+  }
+  out.push_back(m.norm("output_norm.weight"));                    // [n_embd]
+  out.push_back(m.bias("output_norm.bias", c.norm_bias));         // [n_embd]
+  out.push_back(m.matrix("output.weight", s.n_embd, s.n_vocab));  // [n_vocab, n_embd]
+  return out;
+}
+
+std::vector<TensorSpec> tensor_specs(const Config& c) {
+  return c.arch == "falcon" ? falcon_tensor_specs(c) : llama_tensor_specs(c);
 }
 
 // Metadata and tensor infos (no data: the file is streamed).
@@ -419,18 +534,26 @@ GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   w.set("general.file_type", GgufValue::u32(c.wtype.ftype));
   w.set("general.quantization_version", GgufValue::u32(kQuantizationVersion));
   w.set("hotcold.synth.seed", GgufValue::u64(c.seed));
-  w.set(a + "vocab_size", u32(s.n_vocab));
+  const bool falcon = c.arch == "falcon";
+  // Falcon's converters (llama.cpp's and PowerInfer's) write neither vocab_size nor
+  // rope.dimension_count (head_dim, the only value llama.cpp and PowerInfer accept), but the
+  // layout of attn_qkv: "jploski" (Q heads, then K heads, then V heads).
+  if (!falcon) w.set(a + "vocab_size", u32(s.n_vocab));
   w.set(a + "context_length", u32(s.n_ctx));
   w.set(a + "embedding_length", u32(s.n_embd));
   w.set(a + "block_count", u32(c.n_layer));
   w.set(a + "feed_forward_length", u32(s.n_ff));
-  w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
+  if (!falcon) w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
   w.set(a + "attention.head_count", u32(s.n_head));
   w.set(a + "attention.head_count_kv", u32(s.n_head_kv));
-  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
+  // The same eps (1e-5), RMS norm or LayerNorm.
+  w.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+        GgufValue::f32(s.norm_eps));
   w.set(a + "rope.freq_base", GgufValue::f32(10000.0f));
+  if (falcon) w.set(a + "tensor_data_layout", GgufValue::str("jploski"));
   // hotcold's key (model/llama_model.cpp), only where the activation is not the file's own;
-  // llama.cpp and PowerInfer ignore it (SiLU for llama, ReLU for PWRI llama, dReLU for bamboo).
+  // llama.cpp and PowerInfer ignore it (SiLU for llama, GELU for falcon, ReLU for PWRI llama
+  // and falcon, dReLU for bamboo).
   if (c.write_act) w.set(a + "feed_forward_activation", GgufValue::str(c.act));
   // PowerInfer's predictor threshold: a neuron is computed when its logit >= this.
   if (c.powerinfer) w.set("powerinfer.sparse_threshold", GgufValue::f32(c.sparse_threshold));
@@ -530,23 +653,35 @@ void generate_transposed(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
   });
 }
 
-// Row r of a gate predictor's fc1 or fc2 (Derived::kPredFc1 / kPredFc2), n = 2 n_embd values.
+// Row r of a gate predictor's fc1 or fc2 (Derived::kPredFc1 / kPredFc2 / kPredFc1Ln /
+// kPredFc2Ln), t.ne[0] values; norm_w: the n_embd weights of the norm folded in.
 void predictor_row(const TensorSpec& t, uint64_t src_seed, int64_t r, const float* norm_w,
                    float* row, std::vector<float>& g, std::vector<uint8_t>& q) {
-  const int64_t n = t.ne[0], half = n / 2;
-  if (t.derived == Derived::kPredFc1) {  // n_embd values per row: e_r w_r, then -e_r w_r
-    std::fill(row, row + n, 0.0f);
-    row[r % n] = r < n ? norm_w[r] : -norm_w[r - n];
+  const int64_t len = t.ne[0];
+  std::fill(row, row + len, 0.0f);
+  if (t.derived == Derived::kPredFc1 || t.derived == Derived::kPredFc1Ln) {
+    const int64_t n = len;  // n_embd values per row: e_r w_r, then -e_r w_r (then the mean rows)
+    if (r < 2 * n)
+      row[r % n] = r < n ? norm_w[r] : -norm_w[r - n];
+    else if (r == 2 * n || r == 2 * n + t.pred_block)
+      std::fill(row, row + n, (r == 2 * n ? 1.0f : -1.0f) / static_cast<float>(n));
     return;
   }
-  g.resize(static_cast<size_t>(half));  // the gate's row r as the file stores it
-  q.resize(static_cast<size_t>(row_bytes(t.source_type, half)));
-  draw_row(src_seed, r, t.stddev, t.mean, g.data(), half);
-  quant::quantize_row(t.source_type, g.data(), q.data(), half);
-  quant::dequantize_row(t.source_type, q.data(), g.data(), half);
-  for (int64_t j = 0; j < half; ++j) {
+  const int64_t n = (len - 2 * t.pred_block) / 2;  // n_embd (pred_block is 0 for kPredFc2)
+  g.resize(static_cast<size_t>(n));  // the gate's (falcon: up's) row r as the file stores it
+  q.resize(static_cast<size_t>(row_bytes(t.source_type, n)));
+  draw_row(src_seed, r, t.stddev, t.mean, g.data(), n);
+  quant::quantize_row(t.source_type, g.data(), q.data(), n);
+  quant::dequantize_row(t.source_type, q.data(), g.data(), n);
+  for (int64_t j = 0; j < n; ++j) {
     row[j] = g[j];
-    row[half + j] = -g[j];
+    row[n + j] = -g[j];
+  }
+  if (t.derived == Derived::kPredFc2Ln) {  // -s against relu(mean), +s against relu(-mean)
+    double s = 0.0;
+    for (int64_t j = 0; j < n; ++j) s += static_cast<double>(g[j]) * norm_w[j];
+    row[2 * n] = static_cast<float>(-s);
+    row[2 * n + t.pred_block] = static_cast<float>(s);
   }
 }
 
@@ -559,12 +694,16 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
   const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
   const int64_t rb = row_bytes(t.type, ne0);
   buf->resize(static_cast<size_t>(rb * rows));
-  const bool pred = t.derived == Derived::kPredFc1 || t.derived == Derived::kPredFc2;
+  const bool pred = t.derived != Derived::kNone;
   const uint64_t seed_t = tensor_seed(pred ? t.source : t.name, seed);
-  std::vector<float> norm_w;  // kPredFc1: the source norm's n_embd weights
-  if (t.derived == Derived::kPredFc1) {
+  std::vector<float> norm_w;  // kPredFc1*: the source norm's n_embd weights; kPredFc2Ln: aux's
+  if (t.derived == Derived::kPredFc1 || t.derived == Derived::kPredFc1Ln) {
     norm_w.resize(static_cast<size_t>(ne0));
     draw_row(seed_t, 0, t.stddev, t.mean, norm_w.data(), ne0);
+  } else if (t.derived == Derived::kPredFc2Ln) {
+    const int64_t n_embd = (ne0 - 2 * t.pred_block) / 2;
+    norm_w.resize(static_cast<size_t>(n_embd));
+    draw_row(tensor_seed(t.aux, seed), 0, t.aux_stddev, t.aux_mean, norm_w.data(), n_embd);
   }
   pool->run([&](int ith, int nth) {
     std::vector<float> row(static_cast<size_t>(ne0));  // [ne0], one row in f32
@@ -609,6 +748,8 @@ void announce(const Config& c, uint64_t file_bytes) {
   std::string extra;
   if (c.arch != "llama") extra += ", arch " + c.arch;
   if (c.norm_jitter > 0) extra += ", norm jitter " + num(c.norm_jitter);
+  if (c.arch == "falcon") extra += ", norm bias " + num(c.norm_bias);
+  if (c.falcon_norm2) extra += ", attn_norm_2";
   if (c.powerinfer)
     extra += ", PowerInfer layout (" + std::string(c.gate_predictor ? "gate" : "random") +
              " predictor, rank " + std::to_string(c.pred_rank) + " " +
@@ -680,9 +821,9 @@ int error(const std::string& message, int exit_code) {
 int run(const std::vector<std::string>& args) {
   Flags f;
   ArgParser p(kTool,
-              "Writes a LLaMA GGUF model with random weights of a real model's shape, loadable\n"
-              "by hotcold and llama.cpp (with --arch bamboo or --powerinfer: by hotcold and\n"
-              "PowerInfer), for benchmarks and reference tests. Shapes:\n"
+              "Writes a LLaMA (or Falcon) GGUF model with random weights of a real model's\n"
+              "shape, loadable by hotcold and llama.cpp (with --arch bamboo or --powerinfer: by\n"
+              "hotcold and PowerInfer), for benchmarks and reference tests. Shapes:\n"
               "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
               "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
   p.add_string("--shape", &f.shape, "model shape: llama2-7b or tiny");
@@ -694,21 +835,30 @@ int run(const std::vector<std::string>& args) {
   p.add_int("--layers", &f.layers, "number of layers");
   p.add_string("--type", &f.type, "weight type: " + type_names());
   p.add_string("--arch", &f.arch,
-               "general.architecture: llama or bamboo (PowerInfer's relu(gate) * relu(up))");
+               "general.architecture: llama, bamboo (PowerInfer's relu(gate) * relu(up)) or "
+               "falcon (LayerNorm, fused QKV, ungated FFN parallel to attention)");
   p.add_string("--act", &f.act,
-               "FFN activation: silu or relu, written as hotcold's key (hotcold only) where it "
-               "is not the file's own; empty = the file's own (llama silu, PowerInfer llama "
-               "relu, bamboo drelu)");
+               "FFN activation: silu or relu (falcon: gelu or relu), written as hotcold's key "
+               "(hotcold only) where it is not the file's own; empty = the file's own (llama "
+               "silu, falcon gelu, PowerInfer llama / falcon relu, bamboo drelu)");
   p.add_float("--norm-jitter", &f.norm_jitter,
-              "RMS norm weights 1 + J * N(0, 1) instead of exactly 1 (0..1)");
+              "norm weights 1 + J * N(0, 1) instead of exactly 1 (0..1)");
+  p.add_float("--norm-bias", &f.norm_bias,
+              "falcon: LayerNorm biases B * N(0, 1) (0..1; attn_norm's are 0 with --pred-kind "
+              "gate)");
+  p.add_flag("--falcon-norm2", &f.falcon_norm2,
+             "falcon: a second LayerNorm per layer, attn_norm_2, for attention (Falcon-40B); "
+             "the FFN reads attn_norm");
   p.add_flag("--powerinfer", &f.powerinfer,
              "PowerInfer's sparse layout: magic PWRI, ffn_down_t instead of ffn_down, "
              "predictors fc1 / fc2 (--pred-*), powerinfer.sparse_threshold");
   p.add_string("--pred-kind", &f.pred_kind,
                "predictors (--powerinfer): random, or gate: exact, built from the layer's "
-               "ffn_norm and ffn_gate so the logit is rms(x) * gate (rank 2 n_embd)");
+               "ffn_norm and ffn_gate so the logit is rms(x) * gate (rank 2 n_embd; falcon: "
+               "from attn_norm and ffn_up, logit std(x) * up, rank 2 n_embd + 2 blocks)");
   p.add_int("--pred-rank", &f.pred_rank,
-            "predictor rank (fc1 rows; --powerinfer); 0 = 64 for random, 2 n_embd for gate");
+            "predictor rank (fc1 rows; --powerinfer); 0 = 64 for random, the exact rank for "
+            "gate");
   p.add_string("--pred-type", &f.pred_type,
                "predictor weight type (--powerinfer; f16 as PowerInfer's converter writes)");
   p.add_float("--sparse-threshold", &f.sparse_threshold,
