@@ -101,14 +101,16 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
     const TensorView& down = L.ffn_down.empty() ? L.ffn_down_t : L.ffn_down;
     const GgmlType dt = L.ffn_down.empty() ? L.ffn_down_t.type : ops::down_t_type(down.type);
     const uint64_t down_row = static_cast<uint64_t>(row_bytes(dt, hp.n_embd));
-    c.neuron_bytes = row_of(L.ffn_gate) + row_of(L.ffn_up) + down_row;
+    const TensorView gate_b = L.ffn_gate_b.empty() ? TensorView{} : bias_rows(L);  // opt
+    c.neuron_bytes = row_of(L.ffn_gate) + row_of(L.ffn_up) + down_row + row_of(gate_b);
     // What DeviceModel::place_layer uploads for n hot neurons: compact gate, up and down_t
     // matrices (down_t as the sparse FFN builds it: no decode layout, unless the file's own).
     const TensorView down_t = L.ffn_down.empty()
                                   ? L.ffn_down_t
                                   : TensorView::make(dt, nullptr, hp.n_embd, hp.n_ff);
-    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t](int64_t n) {
-      return d->weight_bytes(gate, n) + d->weight_bytes(up, n) + d->weight_bytes(down_t, n);
+    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t, gate_b](int64_t n) {
+      return d->weight_bytes(gate, n) + (up.empty() ? 0 : d->weight_bytes(up, n)) +
+             d->weight_bytes(down_t, n) + (gate_b.empty() ? 0 : d->weight_bytes(gate_b, n));
     };
     // Host: a firing cold neuron costs its up and down rows (and its gate row when a predictor
     // chose it); without a predictor every cold gate row is read for the firing test.

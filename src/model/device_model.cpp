@@ -15,6 +15,14 @@ std::string layer_name(int il, const char* what) {
 
 }  // namespace
 
+TensorView bias_rows(const LlamaLayerWeights& L) {
+  return TensorView::make(GgmlType::F32, L.ffn_gate_b.data, 1, L.ffn_gate_b.ne0);
+}
+
+namespace {
+
+}  // namespace
+
 DeviceModel::~DeviceModel() {
   (void)dev_->sync();  // queued operations (a migration's row copies) may still use the weights
   for (const TensorView& w : owned_) dev_->free_weight(w);
@@ -88,6 +96,10 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
     if (!L.ffn_up.empty()) {  // ungated FFNs (falcon) have none
       HC_ASSIGN_OR_RETURN(d.hot_up, put(L.ffn_up, n_u.c_str(), d.hot.data(), n));
     }
+    if (!L.ffn_gate_b.empty()) {  // opt: the gate's bias per hot neuron (ffn_down's stays host)
+      const std::string n_b = layer_name(il, "ffn_up.bias (hot rows)");
+      HC_ASSIGN_OR_RETURN(d.hot_gate_b, put(bias_rows(L), n_b.c_str(), d.hot.data(), n));
+    }
     HC_ASSIGN_OR_RETURN(d.hot_down_t, put(sparse_->down_t(il), n_d.c_str(), d.hot.data(), n));
   }
   for (int32_t i = 0; i < hp.n_ff; ++i)
@@ -116,9 +128,9 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
   if (any_attn_asked && !device_blocks_supported(hp))
     return Status::Error(
         "placement: the devices do not run " + hp.arch + "'s attention, dense FFN or output "
-        "layer (LayerNorm, NeoX RoPE, parallel blocks): -ngl and attention placements are not "
-        "built for it; place hot neurons only (--vram-budget with --stats, or a plan without "
-        "attention)");
+        "layer (its LayerNorm, NeoX RoPE, parallel blocks, biases or learned positions): -ngl "
+        "and attention placements are not built for it; place hot neurons only (--vram-budget "
+        "with --stats, or a plan without attention)");
   std::unique_ptr<DeviceModel> dm(new DeviceModel());
   dm->dev_ = dev;
   dm->model_ = &model;
@@ -200,6 +212,8 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   const int64_t n = static_cast<int64_t>(swaps.size());
   dev_->update_rows(d.hot_gate, L.ffn_gate, mig_src_.data(), mig_slot_.data(), n);
   if (!L.ffn_up.empty()) dev_->update_rows(d.hot_up, L.ffn_up, mig_src_.data(), mig_slot_.data(), n);
+  if (!L.ffn_gate_b.empty())
+    dev_->update_rows(d.hot_gate_b, bias_rows(L), mig_src_.data(), mig_slot_.data(), n);
   dev_->update_rows(d.hot_down_t, sparse_->down_t(il), mig_src_.data(), mig_slot_.data(), n);
   // The host's candidate list, rebuilt aside and swapped in (the double buffer).
   cold_next_.clear();
@@ -211,6 +225,7 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   migrated_bytes_ += static_cast<uint64_t>(n) *
                      static_cast<uint64_t>(row_bytes(L.ffn_gate.type, L.ffn_gate.ne0) +
                                            (L.ffn_up.empty() ? 0 : row_bytes(L.ffn_up.type, L.ffn_up.ne0)) +
+                                           (L.ffn_gate_b.empty() ? 0 : sizeof(float)) +
                                            row_bytes(sparse_->down_t(il).type,
                                                      sparse_->down_t(il).ne0));
   return Status::Ok();

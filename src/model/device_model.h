@@ -38,6 +38,10 @@ struct DevicePlacement {
   std::vector<std::vector<int32_t>> hot;
 };
 
+// A layer's gate bias (opt's ffn_up.bias, [n_ff] F32) as n_ff rows of one float: what
+// DeviceModel uploads and migrates row by row like the hot matrices.
+TensorView bias_rows(const LlamaLayerWeights& L);
+
 struct DeviceLayer {
   bool attn = false;
   bool ffn_dense = false;
@@ -47,6 +51,12 @@ struct DeviceLayer {
   std::vector<int32_t> cold;             // the others, ascending (the host's candidates)
   std::vector<int32_t> local;            // [n_ff]: position of neuron i in hot, or -1
   TensorView hot_gate, hot_up, hot_down_t;  // [|hot| rows, n_embd] compact (sparse FFN)
+  // The hot neurons' gate biases (opt's ffn_up bias) as [|hot| rows, 1] F32, or empty; bias()
+  // is what Device::ffn_threshold / ffn_rows take.
+  TensorView hot_gate_b;
+  const float* bias() const {
+    return hot_gate_b.empty() ? nullptr : static_cast<const float*>(hot_gate_b.data);
+  }
   bool hybrid() const { return !hot.empty() && !ffn_dense; }
 };
 

@@ -108,6 +108,11 @@ void audit_hybrid(const LlamaModel& model, const SparseFfn& sparse, const Device
     sc.audit_gate.resize(static_cast<size_t>(n_tok * n_hot));
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   ops::sparse_rows(L.ffn_gate, in, d.hot.data(), n_hot, sc.audit_gate.data(), pool);
+  if (!L.ffn_gate_b.empty()) {  // opt: the hot neurons' gate bias, as the device adds it
+    const auto* b = static_cast<const float*>(L.ffn_gate_b.data);
+    for (int64_t t = 0; t < n_tok; ++t)
+      for (int64_t j = 0; j < n_hot; ++j) sc.audit_gate[t * n_hot + j] += b[d.hot[j]];
+  }
   sc.stats.bytes += rows_bytes(L.ffn_gate, n_hot);
   ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_gate.data(), n_tok * n_hot);
   const float tau = sc.threshold(sparse, il);
@@ -143,18 +148,18 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
       dev.copy_to_device(ds.idx, ds.h_idx, static_cast<uint64_t>(n_idx) * sizeof(int32_t));
       dev.copy_to_device(ds.fire, ds.h_fire, static_cast<uint64_t>(n_tok * n_idx));
     }
-    dev.ffn_rows(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok, ds.idx, n_idx, ds.fire, kind,
-                 ds.proj);
+    dev.ffn_rows(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok, ds.idx, n_idx,
+                 ds.fire, kind, ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok * n_idx);
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_idx) + rows_bytes(d.hot_up, n_idx) +
-                             rows_bytes(d.hot_down_t, n_idx);
+                             rows_bytes(d.hot_down_t, n_idx) + rows_bytes(d.hot_gate_b, n_idx);
   } else {
-    dev.ffn_threshold(d.hot_gate, d.hot_up, d.hot_down_t, ds.xb, n_tok,
+    dev.ffn_threshold(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok,
                       sc.threshold(sparse, il), kind, ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok) * d.hot.size();
     const auto n_hot = static_cast<int64_t>(d.hot.size());
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
-                             rows_bytes(d.hot_down_t, n_hot);
+                             rows_bytes(d.hot_down_t, n_hot) + rows_bytes(d.hot_gate_b, n_hot);
   }
   dev.copy_to_host(ds.h_out, ds.proj, xbytes);
   // Host half: the cold neurons.
@@ -166,7 +171,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
   ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);
-  add_ffn_out(hp, s, n_tok);
+  add_ffn_out(model, il, s, n_tok);
   return Status::Ok();
 }
 

@@ -26,6 +26,18 @@ Status check_token(const LlamaHParams& hp, int32_t t) {
   return Status::Ok();
 }
 
+// Learned position embeddings (opt) end at n_ctx_train rows: a position past them is an error,
+// not a read past the table.
+Status check_learned_positions(const LlamaHParams& hp, int64_t end) {
+  const int64_t n_pos = int64_t{hp.n_ctx_train} - kOptPosOffset;
+  if (!hp.learned_pos || end <= n_pos) return Status::Ok();
+  return Status::Error("context overflow: position " + std::to_string(end - 1) + " is past the " +
+                       std::to_string(n_pos) + " learned positions of this " + hp.arch +
+                       " model (" + std::to_string(hp.n_ctx_train) + " rows from row " +
+                       std::to_string(kOptPosOffset) + "; use a context of at most " +
+                       std::to_string(n_pos) + ")");
+}
+
 Status validate(const LlamaModel& model, const KvCache& cache, std::span<const int32_t> tokens,
                 int pos0) {
   const LlamaHParams& hp = model.hparams();
@@ -35,6 +47,7 @@ Status validate(const LlamaModel& model, const KvCache& cache, std::span<const i
                          std::to_string(pos0 + tokens.size() - 1) + " do not fit a context of " +
                          std::to_string(cache.n_ctx) + " tokens");
   for (int32_t t : tokens) HC_TRY(check_token(hp, t));
+  HC_TRY(check_learned_positions(hp, pos0 + static_cast<int64_t>(tokens.size())));
   HC_CHECK(cache.n_layer == hp.n_layer && cache.kv_dim == int64_t{hp.n_head_kv} * hp.head_dim);
   return Status::Ok();
 }
@@ -65,6 +78,7 @@ Status validate_steps(const LlamaModel& model, std::span<const SeqStep> steps,
       return Status::Error(step() + "context overflow: position " + std::to_string(steps[i].pos) +
                            " does not fit a context of " + std::to_string(c->n_ctx) + " tokens");
     HC_TRY(check_token(hp, steps[i].token));
+    HC_TRY(check_learned_positions(hp, int64_t{steps[i].pos} + 1));
     for (size_t j = 0; j < i; ++j)  // a handful of slots: quadratic, allocation-free
       if (steps[j].cache == c)
         return Status::Error("decode steps " + std::to_string(j) + " and " + std::to_string(i) +
@@ -123,8 +137,18 @@ void norm_rows(const LlamaHParams& hp, const float* x, float* xb, const TensorVi
   }
 }
 
-void add_ffn_out(const LlamaHParams& hp, ForwardScratch& s, int64_t n_tok) {
+void add_bias_rows(float* y, const TensorView& b, int64_t n_tok) {
+  if (b.empty()) return;
+  const auto* bf = static_cast<const float*>(b.data);
+  const int64_t n = b.ne0;
+  for (int64_t t = 0; t < n_tok; ++t) ops::add_inplace(y + t * n, bf, n);
+}
+
+void add_ffn_out(const LlamaModel& model, int il, ForwardScratch& s, int64_t n_tok) {
+  const LlamaHParams& hp = model.hparams();
   const int64_t n = n_tok * hp.n_embd;
+  // opt: the down projection's bias, once, on the whole FFN output (both halves of a split).
+  add_bias_rows(s.proj.data(), model.weights().layers[static_cast<size_t>(il)].ffn_down_b, n_tok);
   // llama.cpp's falcon: (ffn + attn) + x.
   if (hp.parallel_block) ops::add_inplace(s.proj.data(), s.attn_out.data(), n);
   ops::add_inplace(s.x.data(), s.proj.data(), n);
@@ -139,8 +163,10 @@ void rope_and_store(const LlamaHParams& hp, int il, const Rows& rows, ForwardScr
   for (int64_t t = 0; t < rows.n_tok; ++t) {
     const float* cs = s.rope.data() + t * hp.n_rot;
     const auto rope = hp.rope_neox ? ops::rope_apply_neox : ops::rope_apply;
-    for (int h = 0; h < hp.n_head; ++h) rope(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
-    for (int h = 0; h < hp.n_head_kv; ++h) rope(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
+    if (hp.rope) {
+      for (int h = 0; h < hp.n_head; ++h) rope(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
+      for (int h = 0; h < hp.n_head_kv; ++h) rope(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
+    }
     KvCache& cache = rows.cache_of(t);
     const int pos = rows.pos_of(t);
     // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).
@@ -162,6 +188,9 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   ops::matmul(L.wq, s.in, s.q, pool);
   ops::matmul(L.wk, s.in, s.k, pool);
   ops::matmul(L.wv, s.in, s.v, pool);
+  add_bias_rows(s.q, L.bq, n_tok);  // opt's biases (nothing where empty)
+  add_bias_rows(s.k, L.bk, n_tok);
+  add_bias_rows(s.v, L.bv, n_tok);
   rope_and_store(hp, il, rows, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   if (!rows.multi() && n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
@@ -194,6 +223,7 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
     return;
   }
   ops::matmul(L.wo, s.att, n_tok, s.proj.data(), pool, s.in);
+  add_bias_rows(s.proj.data(), L.bo, n_tok);
   ops::add_inplace(s.x.data(), s.proj.data(), n_tok * hp.n_embd);
 }
 
@@ -207,10 +237,11 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   if (s.sparse) {
     sparse_ffn_layer(model, *s.sparse, il, s.in, s.x.data(), s.gate, s.up, s.proj.data(),
                      s.sparse_scratch, pool, s.observer);
-    add_ffn_out(hp, s, n_tok);
+    add_ffn_out(model, il, s, n_tok);
     return;
   }
   ops::matmul(L.ffn_gate, s.in, s.gate, pool);
+  add_bias_rows(s.gate, L.ffn_gate_b, n_tok);  // opt: relu(up . x + b)
   if (s.observer) {
     std::vector<float>& act = s.sparse_scratch.act;
     if (act.size() < static_cast<size_t>(n_tok * hp.n_ff)) act.resize(n_tok * hp.n_ff);
@@ -232,7 +263,7 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   }
   // ffn_down_dense reuses s.in as its scratch, so it inherits s.in's matmul mode.
   ffn_down_dense(L, s.gate, n_tok, s.proj.data(), pool, s.in, s.sparse_scratch.iota);
-  add_ffn_out(hp, s, n_tok);
+  add_ffn_out(model, il, s, n_tok);
 }
 
 // Layer il on the host and / or the device, as the session's DeviceModel places it.
@@ -301,6 +332,11 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
 
   for (int64_t t = 0; t < n_tok; ++t) {
     ops::get_row(W.token_embd, rows.token_of(t), s.x.data() + t * hp.n_embd);
+    if (hp.learned_pos) {  // opt: + position_embd[pos + 2] (ggml_add(inpL, pos))
+      float* pe = s.xb.data() + t * hp.n_embd;
+      ops::get_row(W.pos_embd, rows.pos_of(t) + kOptPosOffset, pe);
+      ops::add_inplace(s.x.data() + t * hp.n_embd, pe, hp.n_embd);
+    }
     ops::rope_cache(s.rope.data() + t * hp.n_rot, hp.n_rot, model.rope_theta_scale(),
                     hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data),
                     rows.pos_of(t));

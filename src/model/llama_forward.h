@@ -54,9 +54,12 @@ constexpr int64_t kForwardUbatch = 128;
 // xb [n_tok, n_embd] = the model's norm (RMSNorm or LayerNorm with bias b) of x's rows.
 void norm_rows(const LlamaHParams& hp, const float* x, float* xb, const TensorView& w,
                const TensorView& b, int64_t n_tok);
-// Adds an FFN's output s.proj to the residual s.x: x += proj, or for a parallel block (falcon)
-// x += (proj + s.attn_out), as llama.cpp orders the sums.
-void add_ffn_out(const LlamaHParams& hp, ForwardScratch& s, int64_t n_tok);
+// Adds layer il's FFN output s.proj to the residual s.x: x += proj, or for a parallel block
+// (falcon) x += (proj + s.attn_out), as llama.cpp orders the sums; opt's ffn_down_b is added to
+// proj first (PowerInfer: the axpy's sum, then the bias, then the residual).
+void add_ffn_out(const LlamaModel& model, int il, ForwardScratch& s, int64_t n_tok);
+// y [n_tok, b.ne0] += b on every row; nothing when b is empty.
+void add_bias_rows(float* y, const TensorView& b, int64_t n_tok);
 
 // Runs tokens at positions [pos0, pos0 + tokens.size()), appending their K/V to the cache.
 // logits receives [n_vocab] for the last token, or [n_tok, n_vocab] when all_logits.

@@ -40,8 +40,9 @@ std::string lower(std::string s) {
 //   - else SiLU (llama.cpp's llama).
 //   Falcon's FFN is ungated: GELU (llama.cpp's falcon) unless the key, a PowerInfer file (its
 //   sparse falcon applies ReLU) or a "relu" name says ReLU (ReluFalcon).
+//   OPT's FFN is ungated ReLU (the key may only say so).
 Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& arch) {
-  const bool gated = arch != "falcon";
+  const bool gated = arch != "falcon" && arch != "opt";
   for (const std::string& key : {arch + ".feed_forward_activation", std::string("hotcold.ffn_activation")}) {
     if (!f.find(key)) continue;
     HC_ASSIGN_OR_RETURN(std::string act, f.get_string(key));
@@ -49,14 +50,15 @@ Result<FfnActivation> detect_activation(const GgufFile& f, const std::string& ar
     if (act == "relu") return FfnActivation::kRelu;
     if (gated && act == "drelu") return FfnActivation::kDRelu;
     if (gated && (act == "silu" || act == "swiglu")) return FfnActivation::kSilu;
-    if (!gated && act == "gelu") return FfnActivation::kGelu;
+    if (arch == "falcon" && act == "gelu") return FfnActivation::kGelu;
     return Status::Error("metadata '" + key + "': expected " +
-                         (gated ? "'relu', 'drelu' or 'silu'"
-                                : "'relu' or 'gelu' (the " + arch + " FFN has no gate)") +
+                         (gated             ? std::string("'relu', 'drelu' or 'silu'")
+                          : arch == "falcon" ? "'relu' or 'gelu' (the falcon FFN has no gate)"
+                                             : "'relu' (the " + arch + " FFN is ReLU, ungated)") +
                          ", found '" + act + "'");
   }
   if (arch == "bamboo") return FfnActivation::kDRelu;
-  if (f.powerinfer_magic) return FfnActivation::kRelu;
+  if (f.powerinfer_magic || arch == "opt") return FfnActivation::kRelu;
   const GgufValue* name = f.find("general.name");
   if (name && !name->is_array() && std::holds_alternative<std::string>(name->scalar)) {
     const std::string n = lower(std::get<std::string>(name->scalar));
@@ -104,11 +106,11 @@ const char* activation_name(FfnActivation a) {
 Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   LlamaHParams hp;
   HC_ASSIGN_OR_RETURN(hp.arch, f.get_string("general.architecture"));
-  static const char* kArchs[] = {"llama", "mistral", "bamboo", "falcon"};
+  static const char* kArchs[] = {"llama", "mistral", "bamboo", "falcon", "opt"};
   if (std::find(std::begin(kArchs), std::end(kArchs), hp.arch) == std::end(kArchs))
     return Status::Error("unsupported architecture '" + hp.arch +
-                         "' (expected one of: llama, mistral, bamboo, falcon)");
-  const bool falcon = hp.arch == "falcon";
+                         "' (expected one of: llama, mistral, bamboo, falcon, opt)");
+  const bool falcon = hp.arch == "falcon", opt = hp.arch == "opt";
   const std::string a = hp.arch + ".";
   HC_ASSIGN_OR_RETURN(uint32_t n_ctx, f.get_u32(a + "context_length"));
   HC_ASSIGN_OR_RETURN(uint32_t n_embd, f.get_u32(a + "embedding_length"));
@@ -135,8 +137,8 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     return Status::Error("head dimension " + std::to_string(hp.head_dim) +
                          " (expected an even value in 2..512)");
   HC_ASSIGN_OR_RETURN(uint32_t n_rot, f.get_u32_or(a + "rope.dimension_count", key_len));
-  hp.n_rot = static_cast<int>(n_rot);
-  if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2)
+  hp.n_rot = opt ? 0 : static_cast<int>(n_rot);  // opt: learned positions, no RoPE
+  if (!opt && (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2))
     return Status::Error("rope.dimension_count " + std::to_string(hp.n_rot) +
                          " (expected an even value <= head dimension " +
                          std::to_string(hp.head_dim) + ")");
@@ -148,6 +150,15 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     hp.parallel_block = true;
     hp.rope_neox = true;
     hp.ffn_gated = false;
+  } else if (opt) {
+    // PowerInfer's OPT (its only OPT layout is PWRI): LayerNorm whose eps it never reads (0,
+    // its zero-initialised hparams) unless the file says; learned positions; ungated ReLU FFN
+    // with biases.
+    HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_epsilon", 0.0f));
+    hp.norm = NormKind::kLayer;
+    hp.ffn_gated = false;
+    hp.rope = false;
+    hp.learned_pos = true;
   } else {
     HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));
   }
@@ -309,7 +320,8 @@ void LlamaModel::repack_weights(bool drop_pages) {
 void LlamaModel::copy_vectors(std::span<const uint8_t> file) {
   std::vector<TensorView*> vecs = {&w_.output_norm, &w_.output_norm_b, &w_.rope_freqs};
   for (auto& L : w_.layers)
-    for (TensorView* t : {&L.attn_norm, &L.attn_norm_b, &L.ffn_norm, &L.ffn_norm_b})
+    for (TensorView* t : {&L.attn_norm, &L.attn_norm_b, &L.ffn_norm, &L.ffn_norm_b, &L.bq, &L.bk,
+                          &L.bv, &L.bo, &L.ffn_gate_b, &L.ffn_down_b})
       vecs.push_back(t);
   size_t n = 0;
   for (const TensorView* t : vecs) n += t->empty() ? 0 : static_cast<size_t>(t->ne0 * t->ne1);
@@ -389,6 +401,8 @@ Status LlamaModel::bind_weights() {
   } else {
     w_.output = w_.token_embd;  // tied embeddings
   }
+  if (hp.learned_pos)
+    HC_TRY(bind(file_, "position_embd.weight", hp.n_embd, hp.n_ctx_train, true, &w_.pos_embd));
   if (file_.find_tensor("rope_freqs.weight"))
     HC_TRY(bind(file_, "rope_freqs.weight", hp.n_rot / 2, 1, false, &w_.rope_freqs));
   w_.layers.resize(hp.n_layer);
@@ -420,6 +434,27 @@ Status LlamaModel::bind_weights() {
         if (file_.find_tensor(p + absent))
           return Status::Error("tensor '" + p + absent + "' in a falcon file (falcon's FFN has no "
                                "gate and reads attn_norm): expected no such tensor");
+    } else if (hp.arch == "opt") {
+      HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.attn_norm));
+      HC_TRY(bind(file_, p + "attn_norm.bias", hp.n_embd, 1, false, &L.attn_norm_b));
+      HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));
+      HC_TRY(bind(file_, p + "attn_k.weight", hp.n_embd, kv_dim, true, &L.wk));
+      HC_TRY(bind(file_, p + "attn_v.weight", hp.n_embd, kv_dim, true, &L.wv));
+      HC_TRY(bind(file_, p + "attn_q.bias", q_dim, 1, false, &L.bq));
+      HC_TRY(bind(file_, p + "attn_k.bias", kv_dim, 1, false, &L.bk));
+      HC_TRY(bind(file_, p + "attn_v.bias", kv_dim, 1, false, &L.bv));
+      HC_TRY(bind(file_, p + "attn_output.bias", hp.n_embd, 1, false, &L.bo));
+      HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
+      HC_TRY(bind(file_, p + "ffn_norm.bias", hp.n_embd, 1, false, &L.ffn_norm_b));
+      // Ungated ReLU FFN with biases: ffn_up decides firing (ffn_gate's place, as falcon's).
+      HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
+      HC_TRY(bind(file_, p + "ffn_up.bias", hp.n_ff, 1, false, &L.ffn_gate_b));
+      const char* down_b = file_.find_tensor(p + "ffn_down_t.bias") ? "ffn_down_t.bias"
+                                                                    : "ffn_down.bias";
+      HC_TRY(bind(file_, p + down_b, hp.n_embd, 1, false, &L.ffn_down_b));
+      if (file_.find_tensor(p + "ffn_gate.weight"))
+        return Status::Error("tensor '" + p + "ffn_gate.weight' in an opt file (opt's FFN has no "
+                             "gate): expected no such tensor");
     } else {
       HC_TRY(bind(file_, p + "attn_norm.weight", hp.n_embd, 1, false, &L.attn_norm));
       HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));

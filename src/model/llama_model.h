@@ -11,6 +11,11 @@
 //   - NeoX RoPE (pairs i, i + n_rot/2), fused Q/K/V (bound as three row ranges of attn_qkv);
 //   - an ungated FFN h = act(up . x): the file's ffn_up is bound as ffn_gate (the matrix whose
 //     activation decides firing) and ffn_up stays empty (LlamaHParams::ffn_gated = false).
+// OPT (PowerInfer's PWRI OPT, as PowerInfer computes it) is sequential like llama, with
+// LayerNorm, learned position embeddings added to the token embedding (row = position + 2, HF
+// OPT's offset, which PowerInfer applies too; no RoPE), biases on Q, K, V, the attention output, ffn_up (bound as
+// ffn_gate_b: h = relu(up . x + b)) and the down projection (ffn_down_b, added once to the FFN's
+// output), and the output tied to token_embd.
 #pragma once
 #include <memory>
 #include <optional>
@@ -41,6 +46,10 @@ const char* activation_name(FfnActivation a);
 
 enum class NormKind { kRms, kLayer };
 
+// OPT's learned position table starts 2 rows in (HF OPTLearnedPositionalEmbedding's offset;
+// PowerInfer adds it to OPT's inp_pos): position p reads row p + 2.
+inline constexpr int kOptPosOffset = 2;
+
 struct LlamaHParams {
   std::string arch;      // general.architecture
   int n_vocab = 0;
@@ -57,6 +66,8 @@ struct LlamaHParams {
   bool parallel_block = false;  // falcon: x += ffn(norm(x)) + attn(norm(x))
   bool rope_neox = false;       // falcon: RoPE rotates (i, i + n_rot/2) pairs
   bool ffn_gated = true;        // false: h = act(gate . x), no up (falcon; see above)
+  bool rope = true;             // false: no RoPE (opt: learned positions, n_rot = 0)
+  bool learned_pos = false;     // opt: x = token_embd[t] + position_embd[pos + kOptPosOffset]
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   FfnActivation ffn_act = FfnActivation::kSilu;
@@ -75,10 +86,11 @@ struct LlamaHParams {
 };
 
 // Whether the devices (ops::Device) can run this model's attention block, dense FFN and output
-// layer: RMSNorm, normal RoPE, sequential blocks, gated FFN. Where not (falcon), a device holds
-// hot neurons only.
+// layer: RMSNorm, normal RoPE, sequential blocks, gated FFN. Where not (falcon, opt), a device
+// holds hot neurons only (and not those of an FFN with biases: opt).
 inline bool device_blocks_supported(const LlamaHParams& hp) {
-  return hp.norm == NormKind::kRms && !hp.parallel_block && !hp.rope_neox && hp.ffn_gated;
+  return hp.norm == NormKind::kRms && !hp.parallel_block && !hp.rope_neox && hp.ffn_gated &&
+         hp.rope && !hp.learned_pos;
 }
 
 struct LlamaLayerWeights {
@@ -88,10 +100,14 @@ struct LlamaLayerWeights {
   TensorView wk;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wv;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wo;           // [n_embd rows, n_head*head_dim]
+  TensorView bq, bk, bv, bo;  // [rows] f32 biases of wq, wk, wv, wo (opt), else empty
   TensorView ffn_norm;     // [n_embd] f32 (falcon: the file's attn_norm)
   TensorView ffn_norm_b;   // [n_embd] f32 LayerNorm bias, else empty
   TensorView ffn_gate;     // [n_ff rows, n_embd], one row per neuron (falcon: the file's ffn_up)
   TensorView ffn_up;       // [n_ff rows, n_embd], one row per neuron; empty when ungated
+  TensorView ffn_gate_b;   // [n_ff] f32 bias of ffn_gate's output before the activation (opt's
+                           // ffn_up.bias), else empty
+  TensorView ffn_down_b;   // [n_embd] f32 bias added to the FFN's output (opt), else empty
   TensorView ffn_down;     // [n_embd rows, n_ff]; empty in PowerInfer files, which store
                            // only its transpose
   // PowerInfer's layout (optional): the transposed down matrix and the activation predictor
@@ -107,6 +123,7 @@ struct LlamaWeights {
   TensorView output_norm_b;  // [n_embd] f32 LayerNorm bias, else empty
   TensorView output;       // [n_vocab rows, n_embd]; token_embd when tied
   TensorView rope_freqs;   // [n_rot/2] f32 (Llama-3 frequency factors) or empty
+  TensorView pos_embd;     // [n_ctx_train rows, n_embd] learned positions (opt) or empty
   std::vector<LlamaLayerWeights> layers;
 };
 

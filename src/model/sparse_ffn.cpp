@@ -89,6 +89,18 @@ namespace {
 
 uint64_t all_bytes(const TensorView& t) { return rows_bytes(t, t.ne1); }
 
+// opt's ffn_up bias on the gate values of neurons idx [n_idx] (null: every neuron, n_idx of
+// them) for n_tok tokens: y [n_tok, n_idx] += b[idx[j]], before the activation.
+void add_gate_bias(const LlamaLayerWeights& L, float* y, const int32_t* idx, int64_t n_idx,
+                   int64_t n_tok) {
+  if (L.ffn_gate_b.empty()) return;
+  const auto* b = static_cast<const float*>(L.ffn_gate_b.data);
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* yt = y + t * n_idx;
+    for (int64_t j = 0; j < n_idx; ++j) yt[j] += b[idx ? idx[j] : j];
+  }
+}
+
 // g = h = act(g) * u in place (ungated FFN: act(g); u unused).
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (!hp.ffn_gated) ffn_activation(hp.ffn_act, g, g, n);
@@ -203,6 +215,7 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
     // Dense is faster for a set this large: every neuron, the skipped ones zeroed.
     if (gate_vals != dense_gate) {
       ops::matmul(L.ffn_gate, in, dense_gate, pool);
+      add_gate_bias(L, dense_gate, nullptr, n_cand, n_tok);
       sc.stats.bytes += all_bytes(L.ffn_gate);
     }
     if (hp.ffn_gated) ops::matmul(L.ffn_up, in, dense_up, pool);
@@ -233,6 +246,7 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
         sc.gs[t * n_idx + j] = gate_vals[t * n_cand + sc.sel[j]];
   } else {
     ops::sparse_rows(L.ffn_gate, in, sc.idx.data(), n_idx, sc.gs.data(), pool);
+    add_gate_bias(L, sc.gs.data(), sc.idx.data(), n_idx, n_tok);
     sc.stats.bytes += rows_bytes(L.ffn_gate, n_idx);
   }
   up_act_down(model, sparse, il, in,
@@ -265,6 +279,8 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
   if (sc.audit_act.size() < static_cast<size_t>(n)) sc.audit_act.resize(n);
   const TensorView& gate = model.weights().layers[static_cast<size_t>(il)].ffn_gate;
   ops::matmul(gate, in, sc.audit_gate.data(), pool);
+  add_gate_bias(model.weights().layers[static_cast<size_t>(il)], sc.audit_gate.data(), nullptr,
+                hp.n_ff, in.n_tok());
   sc.stats.bytes += all_bytes(gate);
   ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_act.data(), n);
 }
@@ -301,6 +317,7 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   // Thresholds: every neuron's gate, then |act(gate)| > threshold (0 for exact ReLU).
   const float tau = sc.threshold(sparse, il);
   ops::matmul(L.ffn_gate, in, gate, pool);
+  add_gate_bias(L, gate, nullptr, n_ff, n_tok);
   sc.stats.bytes += all_bytes(L.ffn_gate);
   if (sc.act.size() < static_cast<size_t>(n_tok * n_ff)) sc.act.resize(n_tok * n_ff);
   ffn_activation(hp.ffn_act, gate, sc.act.data(), n_tok * n_ff);
@@ -345,6 +362,7 @@ void sparse_ffn_subset(const LlamaModel& model, const SparseFfn& sparse, int il,
     if (sc.act.size() < static_cast<size_t>(n_tok * n_cand)) sc.act.resize(n_tok * n_cand);
     if (sc.logit.size() < static_cast<size_t>(n_tok * n_cand)) sc.logit.resize(n_tok * n_cand);
     if (n_cand > 0) ops::sparse_rows(L.ffn_gate, in, cand, n_cand, sc.logit.data(), pool);
+    add_gate_bias(L, sc.logit.data(), cand, n_cand, n_tok);
     sc.stats.bytes += rows_bytes(L.ffn_gate, n_cand);
     ffn_activation(hp.ffn_act, sc.logit.data(), sc.act.data(), n_tok * n_cand);
     const float tau = sc.threshold(sparse, il);

@@ -172,21 +172,24 @@ class Device {
   // The FFN over the neurons this device holds, as compact matrices (row j = the device's
   // j-th neuron): gate, up [n_sub rows, n_embd]; down_t [n_sub rows, n_embd] (the transposed
   // down projection); x [n_tok, n_embd] the normed FFN input; out [n_tok, n_embd] overwritten.
+  // gate_bias: null, or [n_sub] floats in this device's memory added to each gate value before
+  // the activation and the firing test (OPT's ffn_up bias: g = gate_j . x + gate_bias[j]).
   //
   // ffn_threshold: every held neuron; neuron j fires for token t when
   //   |act(gate_j . x_t)| > threshold; out[t] = sum over fired j of glu(g, up_j . x_t) *
   //   down_t[j], glu as glu() computes it. (ReLU / dReLU with threshold 0 is the exact FFN over
   //   these neurons.)
-  virtual void ffn_threshold(const TensorView& gate, const TensorView& up,
+  virtual void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                              const TensorView& down_t, const float* x, int64_t n_tok,
                              float threshold, GluKind kind, float* out) = 0;
   // ffn_rows: only the n_idx local neuron indices idx (ascending), with fire [n_tok, n_idx]
   //   (uint8, 1 = token t fires idx[j]; a predictor's decision, no threshold applied):
   //   out[t] = sum over j with fire[t, j] of act(gate_idx[j] . x_t) * (up_idx[j] . x_t) *
   //   down_t[idx[j]]. n_idx may be 0 (out = 0).
-  virtual void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                        const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                        const uint8_t* fire, GluKind kind, float* out) = 0;
+  virtual void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                        const TensorView& down_t, const float* x, int64_t n_tok,
+                        const int32_t* idx, int64_t n_idx, const uint8_t* fire, GluKind kind,
+                        float* out) = 0;
 
   // Waits until every operation queued so far has run. A failure inside the device (a CUDA
   // error) is reported here, naming the operation.

@@ -51,10 +51,10 @@ TEST_F(DeviceErrors, UnsupportedWeightTypeIsReportedBySyncAndWritesNothing) {
   const std::vector<uint8_t> fire(static_cast<size_t>(n_tok * 2), 1);
   auto didx = to_device(dev, idx);
   auto dfire = to_device(dev, fire);
-  dev->ffn_rows(w, w, w, dx->as<float>(), n_tok, didx->as<int32_t>(), 2, dfire->as<uint8_t>(),
+  dev->ffn_rows(w, nullptr, w, w, dx->as<float>(), n_tok, didx->as<int32_t>(), 2, dfire->as<uint8_t>(),
                 ops::GluKind::kSilu, dy->as<float>());
   expect_reported({"ffn_rows", "Q5_0"});
-  dev->ffn_threshold(w, w, w, dx->as<float>(), n_tok, 0.0f, ops::GluKind::kRelu,
+  dev->ffn_threshold(w, nullptr, w, w, dx->as<float>(), n_tok, 0.0f, ops::GluKind::kRelu,
                      dy->as<float>());
   expect_reported({"ffn_threshold", "Q5_0"});
   EXPECT_EQ(from_device<float>(dev, dy->as<void>(), sentinel.size()), sentinel);
@@ -95,14 +95,14 @@ TEST_F(DeviceErrors, MismatchedFfnMatricesAreReportedBySync) {
   auto dx = to_device(dev, x);
   const std::vector<float> sentinel(256, 42.0f);
   auto out = to_device(dev, sentinel);
-  dev->ffn_threshold(gate.view(), up.view(), down_t.view(), dx->as<float>(), 1, 0.0f,
+  dev->ffn_threshold(gate.view(), nullptr, up.view(), down_t.view(), dx->as<float>(), 1, 0.0f,
                      ops::GluKind::kRelu, out->as<float>());
   expect_reported({"ffn_threshold"});
   const std::vector<int32_t> idx = {1, 4};
   const std::vector<uint8_t> fire = {1, 1};
   auto didx = to_device(dev, idx);
   auto dfire = to_device(dev, fire);
-  dev->ffn_rows(gate.view(), short_up.view(), down_t.view(), dx->as<float>(), 1,
+  dev->ffn_rows(gate.view(), nullptr, short_up.view(), down_t.view(), dx->as<float>(), 1,
                 didx->as<int32_t>(), 2, dfire->as<uint8_t>(), ops::GluKind::kSilu,
                 out->as<float>());
   expect_reported({"ffn_rows"});
@@ -142,7 +142,7 @@ TEST_F(DeviceErrors, MalformedWeightsAreReportedBySync) {
   // An FFN matrix with rows of the wrong length.
   const Matrix gate = make_matrix(dev, GgmlType::Q8_0, 8, cols, 4002);
   const Matrix short_down = make_matrix(dev, GgmlType::Q8_0, 8, cols - 32, 4003);
-  dev->ffn_threshold(gate.view(), gate.view(), short_down.view(), dx->as<float>(), 1, 0.0f,
+  dev->ffn_threshold(gate.view(), nullptr, gate.view(), short_down.view(), dx->as<float>(), 1, 0.0f,
                      ops::GluKind::kRelu, dy->as<float>());
   expect_reported({"ffn_threshold", "down_t", "64 inputs per row"});
   EXPECT_EQ(from_device<float>(dev, dy->as<void>(), sentinel.size()), sentinel);

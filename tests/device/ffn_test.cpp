@@ -47,8 +47,10 @@ using FireFn = std::function<double(int64_t t, size_t k, double act_g, double er
 struct Reference {
   std::vector<double> out, tol;
 };
+// bias (may be empty): [n_sub] added to every gate value (OPT's up bias), exactly in fp32.
 Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok,
-                    const std::vector<int64_t>& rows, ops::GluKind kind, const FireFn& fires) {
+                    const std::vector<int64_t>& rows, ops::GluKind kind, const FireFn& fires,
+                    const std::vector<float>& bias = {}) {
   const int64_t n_embd = w.gate.cols;
   Reference r{std::vector<double>(static_cast<size_t>(n_tok * n_embd), 0.0),
               std::vector<double>(static_cast<size_t>(n_tok * n_embd), 1e-30)};
@@ -56,7 +58,11 @@ Reference reference(const Weights& w, const std::vector<float>& x, int64_t n_tok
     const float* xt = x.data() + t * n_embd;
     const DeviceDots gate_dot(w.gate.type, xt, n_embd), up_dot(w.up.type, xt, n_embd);
     for (size_t k = 0; k < rows.size(); ++k) {
-      const BoundedDot g = gate_dot(w.gate, rows[k]);
+      BoundedDot g = gate_dot(w.gate, rows[k]);
+      if (!bias.empty()) {  // one more fp32 rounding of the sum
+        g.value += bias[static_cast<size_t>(rows[k])];
+        g.bound += kU * std::fabs(g.value);
+      }
       // Ungated ReLU (Falcon): h = relu(g), as if u were exactly 1 (the device reads no up).
       const BoundedDot u = kind == ops::GluKind::kReluUngated ? BoundedDot{1.0, 0.0}
                                                               : up_dot(w.up, rows[k]);
@@ -95,13 +101,14 @@ void expect_close(const std::vector<float>& got, const Reference& ref, const std
 
 // The median of |act(g)| over every token and neuron: half the decisions go each way.
 float median_threshold(const Weights& w, const std::vector<float>& x, int64_t n_tok,
-                       ops::GluKind kind) {
+                       ops::GluKind kind, const std::vector<float>& bias) {
   const int64_t n_embd = w.gate.cols;
   std::vector<double> a;
   for (int64_t t = 0; t < n_tok; ++t) {
     const DeviceDots dots(w.gate.type, x.data() + t * n_embd, n_embd);
     for (int64_t j = 0; j < w.gate.rows; ++j) {
-      a.push_back(std::fabs(act(dots(w.gate, j).value, kind)));
+      const double b = bias.empty() ? 0.0 : bias[static_cast<size_t>(j)];
+      a.push_back(std::fabs(act(dots(w.gate, j).value + b, kind)));
     }
   }
   std::nth_element(a.begin(), a.begin() + a.size() / 2, a.end());
@@ -119,17 +126,22 @@ std::string describe(const Weights& w, int64_t n_tok) {
          std::to_string(w.gate.cols) + "] n_tok " + std::to_string(n_tok);
 }
 
-// exact: ReLU with threshold 0, the FFN over every held neuron.
+// exact: ReLU with threshold 0, the FFN over every held neuron. with_bias: a gate bias per
+// neuron (OPT's), of the gate values' size.
 void run_threshold(ops::Device* dev, const Weights& w, int64_t n_tok, ops::GluKind kind, bool exact,
-                   uint32_t seed) {
+                   uint32_t seed, bool with_bias = false) {
   const int64_t n_embd = w.gate.cols, n_sub = w.gate.rows;
   const auto x = randn(static_cast<size_t>(n_tok * n_embd), seed, 0.5f);
-  const float threshold = exact ? 0.0f : median_threshold(w, x, n_tok, kind);
+  const std::vector<float> bias =
+      with_bias ? randn(static_cast<size_t>(n_sub), seed + 7, 2.0f) : std::vector<float>{};
+  const float threshold = exact ? 0.0f : median_threshold(w, x, n_tok, kind, bias);
   auto dx = to_device(dev, x);
+  auto dbias = to_device(dev, with_bias ? bias : std::vector<float>(1, 0.0f));
   DeviceBuffer out(dev, static_cast<uint64_t>(n_tok * n_embd) * 4);
   // Ungated: no up at all (an empty view), which the device must not read.
   const TensorView up = kind == ops::GluKind::kReluUngated ? TensorView{} : w.up.view();
-  dev->ffn_threshold(w.gate.view(), up, w.down_t.view(), dx->as<float>(), n_tok, threshold,
+  dev->ffn_threshold(w.gate.view(), with_bias ? dbias->as<float>() : nullptr, up,
+                     w.down_t.view(), dx->as<float>(), n_tok, threshold,
                      kind, out.as<float>());
   check(dev->sync(), "ffn_threshold");
   std::vector<int64_t> rows(static_cast<size_t>(n_sub));
@@ -138,7 +150,7 @@ void run_threshold(ops::Device* dev, const Weights& w, int64_t n_tok, ops::GluKi
       reference(w, x, n_tok, rows, kind, [&](int64_t, size_t, double a, double eg) {
         const double dist = std::fabs(a) - threshold;
         return std::fabs(dist) <= 1.1 * eg ? 0.5 : dist > 0 ? 1.0 : 0.0;
-      });
+      }, bias);
   expect_close(from_device<float>(dev, out.as<void>(), ref.out.size()), ref,
                "ffn_threshold " + describe(w, n_tok));
 }
@@ -155,6 +167,8 @@ TEST_F(DeviceFfn, ThresholdEveryTypeMatchesScalarReconstruction) {
         run_threshold(dev, w, n_tok, ops::GluKind::kDRelu, false, ++seed);
         run_threshold(dev, w, n_tok, ops::GluKind::kReluUngated, true, ++seed);
         run_threshold(dev, w, n_tok, ops::GluKind::kReluUngated, false, ++seed);
+        run_threshold(dev, w, n_tok, ops::GluKind::kReluUngated, true, ++seed, /*bias=*/true);
+        run_threshold(dev, w, n_tok, ops::GluKind::kRelu, false, ++seed, /*bias=*/true);
       }
     }
   }
@@ -182,17 +196,22 @@ void run_rows(ops::Device* dev, const Weights& w, int64_t n_tok, double share, u
   auto dfire = to_device(dev, fire);
   const std::vector<float> garbage(static_cast<size_t>(n_tok * n_embd), 1e30f);
   auto out = to_device(dev, garbage);  // overwritten, even with no neurons
+  const std::vector<float> bias = randn(static_cast<size_t>(n_sub), seed + 9, 2.0f);
+  auto dbias = to_device(dev, bias);
   for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu, ops::GluKind::kDRelu,
                             ops::GluKind::kReluUngated}) {
     const TensorView up = kind == ops::GluKind::kReluUngated ? TensorView{} : w.up.view();
-    dev->ffn_rows(w.gate.view(), up, w.down_t.view(), dx->as<float>(), n_tok,
+    // The ungated kind with OPT's gate bias, the others without.
+    const bool with_bias = kind == ops::GluKind::kReluUngated;
+    dev->ffn_rows(w.gate.view(), with_bias ? dbias->as<float>() : nullptr, up, w.down_t.view(),
+                  dx->as<float>(), n_tok,
                   didx->as<int32_t>(), n_idx, dfire->as<uint8_t>(), kind, out->as<float>());
     check(dev->sync(), "ffn_rows");
     const std::vector<int64_t> rows(idx.begin(), idx.end());
     const Reference ref =
         reference(w, x, n_tok, rows, kind, [&](int64_t t, size_t k, double, double) {
           return fire[t * n_idx + static_cast<int64_t>(k)] != 0 ? 1.0 : 0.0;
-        });
+        }, with_bias ? bias : std::vector<float>{});
     expect_close(from_device<float>(dev, out->as<void>(), ref.out.size()), ref,
                  "ffn_rows " + describe(w, n_tok) + " n_idx " + std::to_string(n_idx));
   }

@@ -206,7 +206,7 @@ TEST_F(DeviceMemory, ReservedScratchIsAllThatOperationsCharge) {
   for (int64_t nt : {n_tok, int64_t{1}, int64_t{9}}) {
     d->matmul(w.view(), dx->as<float>(), nt, y.as<float>());
     d->matmul(f.view(), dx->as<float>(), nt, y.as<float>());
-    d->ffn_threshold(gate.view(), up.view(), down_t.view(), dx->as<float>(), nt, 0.1f,
+    d->ffn_threshold(gate.view(), nullptr, up.view(), down_t.view(), dx->as<float>(), nt, 0.1f,
                      ops::GluKind::kSilu, out.as<float>());
   }
   check(d->sync(), "operations");

@@ -80,8 +80,8 @@ TinyModelSpec three_layers(GgmlType t, const char* activation) {
   spec.n_ff = 512;
   spec.n_layer = 3;
   spec.activation = activation;
-  if (spec.activation == "falcon") {
-    spec.arch = "falcon";
+  if (spec.activation == "falcon" || spec.activation == "opt") {
+    spec.arch = spec.activation;
     spec.activation = "relu";
   }
   return spec;
@@ -137,8 +137,9 @@ std::vector<std::vector<int32_t>> hot_sets(int n_layer, int n_ff, int kind) {
   return hot;
 }
 
-// Weight type x activation: ReGLU, dReLU (Bamboo's relu(gate) * relu(up)) or falcon's ungated
-// ReLU (its attention stays on the host: the devices do not run it).
+// Weight type x activation: ReGLU, dReLU (Bamboo's relu(gate) * relu(up)), falcon's ungated
+// ReLU or OPT's (with its up bias on the device; the attention of both stays on the host: the
+// devices do not run it).
 class HybridTypes : public ::testing::TestWithParam<std::tuple<GgmlType, const char*>> {};
 
 TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
@@ -169,7 +170,7 @@ TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
   const bool drelu = std::string(std::get<1>(GetParam())) == "drelu";
   const float tol_dense = (drelu ? 4e-3f : 2e-3f) * scale;
   for (int kind = 0; kind < 4; ++kind) {
-    for (int attn = 0; attn < (spec.arch == "falcon" ? 1 : 2); ++attn) {
+    for (int attn = 0; attn < (spec.arch == "llama" ? 2 : 1); ++attn) {
       auto dev = cpu_device();
       DevicePlacement p;
       p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
@@ -208,7 +209,7 @@ INSTANTIATE_TEST_SUITE_P(
     Types, HybridTypes,
     ::testing::Combine(::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
                                          GgmlType::Q4_0, GgmlType::Q4_K),
-                       ::testing::Values("relu", "drelu", "falcon")),
+                       ::testing::Values("relu", "drelu", "falcon", "opt")),
     [](const auto& info) {
       return std::string(dtype_name(std::get<0>(info.param))) + "_" + std::get<1>(info.param);
     });
@@ -253,8 +254,8 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   spec.n_ff = 192;
   spec.n_layer = 2;
   spec.activation = GetParam();
-  if (spec.activation == "falcon") {
-    spec.arch = "falcon";
+  if (spec.activation == "falcon" || spec.activation == "opt") {
+    spec.arch = spec.activation;
     spec.activation = "relu";
   }
   std::vector<std::vector<uint8_t>> bufs;
@@ -272,7 +273,7 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   for (int kind : {1, 2, 3}) {
     DevicePlacement p;
     p.hot = hot_sets(spec.n_layer, spec.n_ff, kind);
-    p.attn = {0, static_cast<uint8_t>(spec.arch == "falcon" ? 0 : 1)};
+    p.attn = {0, static_cast<uint8_t>(spec.arch == "llama" ? 1 : 0)};
     auto dm = DeviceModel::build(*m, sparse->get(), cpu_device(), p);
     ASSERT_TRUE(dm.ok()) << dm.message();
     SparseStats st;
@@ -291,7 +292,8 @@ TEST_P(PredictorHybrid, PredictorDrivenHybridMatchesHostOnly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, PredictorHybrid, ::testing::Values("relu", "drelu", "falcon"),
+INSTANTIATE_TEST_SUITE_P(Activations, PredictorHybrid,
+                         ::testing::Values("relu", "drelu", "falcon", "opt"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST(Hybrid, BudgetIsRespectedAndFreedAndNamedWhenExceeded) {

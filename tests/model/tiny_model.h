@@ -25,6 +25,8 @@ struct TinyModelSpec {
   std::string activation;  // "" (the architecture's own: SwiGLU, falcon GELU), "relu", "drelu"
   // "falcon": llama.cpp's falcon layout (LayerNorm with biases, fused attn_qkv, ungated
   // ffn_up / ffn_down, parallel blocks); norm2 adds Falcon-40B's attn_norm_2.
+  // "opt": PowerInfer's OPT tensors (learned positions, LayerNorm, biases everywhere, ungated
+  // ReLU FFN, tied output; n_head_kv is n_head) with ffn_down in the dense layout.
   std::string arch = "llama";
   bool norm2 = false;
 };
@@ -40,8 +42,9 @@ class TinyModel {
     w_.set(a + "block_count", GgufValue::u32(s.n_layer));
     w_.set(a + "feed_forward_length", GgufValue::u32(s.n_ff));
     w_.set(a + "attention.head_count", GgufValue::u32(s.n_head));
-    w_.set(a + "attention.head_count_kv", GgufValue::u32(s.n_head_kv));
-    w_.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+    if (s.arch != "opt") w_.set(a + "attention.head_count_kv", GgufValue::u32(s.n_head_kv));
+    w_.set(a + (falcon || s.arch == "opt" ? "attention.layer_norm_epsilon"
+                                          : "attention.layer_norm_rms_epsilon"),
            GgufValue::f32(1e-5f));
     if (!s.activation.empty()) w_.set("hotcold.ffn_activation", GgufValue::str(s.activation));
     std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
@@ -61,9 +64,11 @@ class TinyModel {
     w_.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
     const int hd = s.n_embd / s.n_head;
     matrix("token_embd.weight", s.n_embd, s.n_vocab, s.wtype, 1.0f);
+    const bool opt = s.arch == "opt";
     norm("output_norm.weight", s.n_embd);
-    if (falcon) bias("output_norm.bias", s.n_embd);
-    if (!s.tied) matrix("output.weight", s.n_embd, s.n_vocab, s.wtype, 0.3f);
+    if (falcon || opt) bias("output_norm.bias", s.n_embd);
+    if (!s.tied && !opt) matrix("output.weight", s.n_embd, s.n_vocab, s.wtype, 0.3f);
+    if (opt) matrix("position_embd.weight", s.n_embd, s.n_ctx, s.wtype, 0.3f);
     for (int il = 0; il < s.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       if (falcon) {
@@ -79,6 +84,23 @@ class TinyModel {
         matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd, s.wtype, 0.1f);
         matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
         matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.wtype, 0.1f);
+        continue;
+      }
+      if (opt) {
+        norm(p + "attn_norm.weight", s.n_embd);
+        bias(p + "attn_norm.bias", s.n_embd);
+        for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+          matrix(p + m + ".weight", s.n_embd, s.n_head * hd, s.wtype, 0.1f);
+          bias(p + m + ".bias", s.n_head * hd);
+        }
+        matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd, s.wtype, 0.1f);
+        bias(p + "attn_output.bias", s.n_embd);
+        norm(p + "ffn_norm.weight", s.n_embd);
+        bias(p + "ffn_norm.bias", s.n_embd);
+        matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
+        bias(p + "ffn_up.bias", s.n_ff);
+        matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.wtype, 0.1f);
+        bias(p + "ffn_down.bias", s.n_embd);
         continue;
       }
       norm(p + "attn_norm.weight", s.n_embd);
@@ -176,7 +198,7 @@ inline std::vector<uint8_t> model_with_predictor(const TinyModelSpec& spec,
   GgufWriter& w = tm.writer();
   w.set("powerinfer.sparse_threshold", GgufValue::f32(kExactPredictorThreshold));
   const int64_t E = spec.n_embd, F = spec.n_ff;
-  if (spec.arch == "falcon") {
+  if (spec.arch != "llama") {
     // Random rank-32 predictors at threshold 0 (about half the neurons predicted, unrelated to
     // their activations): what a hybrid test needs is the same decisions on both sides.
     w.set("powerinfer.sparse_threshold", GgufValue::f32(0.0f));

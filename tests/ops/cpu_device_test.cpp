@@ -199,7 +199,7 @@ TEST(CpuDevice, OperationsEqualTheHostKernels) {
   auto dout = dev->alloc(want.size() * 4, "out");
   ASSERT_TRUE(dG.ok() && dU.ok() && dD.ok() && dx.ok() && dout.ok());
   ASSERT_TRUE(dev->upload(*dx, x.data(), x.size() * 4).ok());
-  dev->ffn_threshold(*dG, *dU, *dD, static_cast<float*>(*dx), n_tok, 0.0f, GluKind::kRelu,
+  dev->ffn_threshold(*dG, nullptr, *dU, *dD, static_cast<float*>(*dx), n_tok, 0.0f, GluKind::kRelu,
                      static_cast<float*>(*dout));
   std::vector<float> got(want.size());
   ASSERT_TRUE(dev->download(got.data(), *dout, got.size() * 4).ok());
@@ -214,12 +214,12 @@ TEST(CpuDevice, OperationsEqualTheHostKernels) {
     for (int64_t j = 0; j < n_idx; ++j) fire[t * n_idx + j] = gate[t * n_ff + idx[j]] > 0.0f;
   ASSERT_TRUE(dev->upload(*didx, idx.data(), idx.size() * 4).ok());
   ASSERT_TRUE(dev->upload(*dfire, fire.data(), fire.size()).ok());
-  dev->ffn_rows(*dG, *dU, *dD, static_cast<float*>(*dx), n_tok, static_cast<int32_t*>(*didx),
+  dev->ffn_rows(*dG, nullptr, *dU, *dD, static_cast<float*>(*dx), n_tok, static_cast<int32_t*>(*didx),
                 n_idx, static_cast<uint8_t*>(*dfire), GluKind::kRelu, static_cast<float*>(*dout));
   ASSERT_TRUE(dev->download(got.data(), *dout, got.size() * 4).ok());
   EXPECT_EQ(got, want);
   // n_idx = 0: zeros.
-  dev->ffn_rows(*dG, *dU, *dD, static_cast<float*>(*dx), n_tok, static_cast<int32_t*>(*didx), 0,
+  dev->ffn_rows(*dG, nullptr, *dU, *dD, static_cast<float*>(*dx), n_tok, static_cast<int32_t*>(*didx), 0,
                 static_cast<uint8_t*>(*dfire), GluKind::kRelu, static_cast<float*>(*dout));
   ASSERT_TRUE(dev->download(got.data(), *dout, got.size() * 4).ok());
   for (float v : got) ASSERT_EQ(v, 0.0f);

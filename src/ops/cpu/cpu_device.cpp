@@ -287,21 +287,21 @@ class CpuDevice final : public Device {
     if (n <= 0 || !ok("add", check::nulls({{"y", y}, {"x", x}}))) return;
     enqueue([=] { ops::add_inplace(y, x, n); });
   }
-  void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                     const float* x, int64_t n_tok, float threshold, GluKind kind,
-                     float* out) override {
+  void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                     const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
+                     GluKind kind, float* out) override {
     if (!ok("ffn_threshold", check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
         !ok("ffn_threshold", check::nulls({{"x", x}, {"out", out}})))
       return;
     enqueue([=, this] {
       const auto t0 = Clock::now();
-      ffn_threshold_now(gate, up, down_t, x, n_tok, threshold, kind, out);
+      ffn_threshold_now(gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
       pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
     });
   }
-  void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                const uint8_t* fire, GluKind kind, float* out) override {
+  void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
+                int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override {
     if (!ok("ffn_rows", check::ffn(gate, up, down_t, kind)) ||
         !ok("ffn_rows", check::negatives({{"n_idx", n_idx}})) || n_tok <= 0 ||
         !ok("ffn_rows", check::nulls({{"x", x}, {"out", out}})) ||
@@ -311,7 +311,7 @@ class CpuDevice final : public Device {
       const auto t0 = Clock::now();
       // idx is device memory a copy queued just before may have written: checked now.
       if (!ok("ffn_rows", check::ffn_indices(idx, n_idx, gate.ne1))) return;
-      rows_now(gate, up, down_t, x, n_tok, idx, n_idx, fire, kind, out);
+      rows_now(gate, gate_bias, up, down_t, x, n_tok, idx, n_idx, fire, kind, out);
       pace(n_idx * (row_bytes(gate.type, gate.ne0) + (up.empty() ? 0 : row_bytes(up.type, up.ne0)) +
                     row_bytes(down_t.type, down_t.ne0)),
            t0);
@@ -419,13 +419,15 @@ class CpuDevice final : public Device {
 
   // Every held neuron's gate, the firing test, then up and down over the fired union (each
   // token's h zero where it did not fire): the host's sparse FFN on this subset.
-  void ffn_threshold_now(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                         const float* x, int64_t n_tok, float threshold, GluKind kind,
-                         float* out) {
+  void ffn_threshold_now(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                         const TensorView& down_t, const float* x, int64_t n_tok,
+                         float threshold, GluKind kind, float* out) {
     const int64_t n_sub = gate.ne1;
     g_.resize(static_cast<size_t>(n_tok * n_sub));
     in_.reset(x, n_tok, gate.ne0);
     ops::matmul(gate, in_, g_.data(), pool_);
+    if (gate_bias)
+      for (int64_t t = 0; t < n_tok; ++t) ops::add_inplace(g_.data() + t * n_sub, gate_bias, n_sub);
     idx_.clear();
     fire_.assign(static_cast<size_t>(n_tok * n_sub), 0);
     mark_.assign(static_cast<size_t>(n_sub), 0);
@@ -446,13 +448,16 @@ class CpuDevice final : public Device {
     }, out);
   }
 
-  void rows_now(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                const uint8_t* fire, GluKind kind, float* out) {
+  void rows_now(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
+                int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) {
     in_.reset(x, n_tok, gate.ne0);
     idx_.assign(idx, idx + n_idx);
     gs_.resize(static_cast<size_t>(n_tok * n_idx));
     if (n_idx > 0) sparse_rows(gate, in_, idx_.data(), n_idx, gs_.data(), pool_);
+    if (gate_bias)
+      for (int64_t t = 0; t < n_tok; ++t)
+        for (int64_t j = 0; j < n_idx; ++j) gs_[t * n_idx + j] += gate_bias[idx_[j]];
     finish_rows(up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
       return fire[t * n_idx + j] != 0;
     }, out);

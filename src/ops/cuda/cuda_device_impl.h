@@ -75,12 +75,12 @@ class CudaDevice final : public Device {
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
   void add(float* y, const float* x, int64_t n) override;
-  void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                     const float* x, int64_t n_tok, float threshold, GluKind kind,
-                     float* out) override;
-  void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                const uint8_t* fire, GluKind kind, float* out) override;
+  void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                     const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
+                     GluKind kind, float* out) override;
+  void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
+                int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   Status sync() override;
 
   void dequantize_rows(const TensorView& w, float* out);  // cuda_testing.h
@@ -113,6 +113,7 @@ class CudaDevice final : public Device {
   bool gemm(const TensorView& w, const float* x, int64_t n_tok, float* y);
   struct FfnArgs {
     const TensorView* gate;
+    const float* gate_bias;  // [n_sub] device memory or null
     const TensorView* up;
     const TensorView* down_t;
     const float* x;  // [n_tok, n_embd]

@@ -185,21 +185,22 @@ bool CudaDevice::check_ffn(const char* op, const TensorView& gate, const TensorV
   return n_tok > 0;
 }
 
-void CudaDevice::ffn_threshold(const TensorView& gate, const TensorView& up,
-                               const TensorView& down_t, const float* x, int64_t n_tok,
-                               float threshold, GluKind kind, float* out) {
+void CudaDevice::ffn_threshold(const TensorView& gate, const float* gate_bias,
+                               const TensorView& up, const TensorView& down_t, const float* x,
+                               int64_t n_tok, float threshold, GluKind kind, float* out) {
   select();
   if (!check_ffn("ffn_threshold", gate, up, down_t, n_tok, kind)) return;
-  ffn("ffn_threshold",
-      {&gate, &up, &down_t, x, n_tok, nullptr, gate.ne1, nullptr, threshold, kind, out});
+  ffn("ffn_threshold", {&gate, gate_bias, &up, &down_t, x, n_tok, nullptr, gate.ne1, nullptr,
+                        threshold, kind, out});
 }
 
-void CudaDevice::ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                          const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                          const uint8_t* fire, GluKind kind, float* out) {
+void CudaDevice::ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                          const TensorView& down_t, const float* x, int64_t n_tok,
+                          const int32_t* idx, int64_t n_idx, const uint8_t* fire, GluKind kind,
+                          float* out) {
   select();
   if (!check_ffn("ffn_rows", gate, up, down_t, n_tok, kind)) return;
-  ffn("ffn_rows", {&gate, &up, &down_t, x, n_tok, idx, n_idx, fire, 0.0f, kind, out});
+  ffn("ffn_rows", {&gate, gate_bias, &up, &down_t, x, n_tok, idx, n_idx, fire, 0.0f, kind, out});
 }
 
 // Splits of the neuron range for the down kernel: enough blocks to fill the GPU twice, at
@@ -287,7 +288,9 @@ void CudaDevice::ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, i
   p.ld_fire = a.n_rows;
   p.threshold = a.threshold;
   p.glu_kind = static_cast<int>(a.kind);
-  launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x
+  p.bias = a.gate_bias;
+  launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x (+ bias)
+  p.bias = nullptr;
   if (a.kind == GluKind::kReluUngated) {  // no up (Falcon): h = fired ? relu(g) : 0
     launch_ungated_relu(h, a.n_rows, nt, p.fire, p.ld_fire, a.threshold, stream_);
   } else {

@@ -40,7 +40,9 @@ struct MatvecParams {
   int64_t ld_fire = 0;
   const float* gate = nullptr;  // kGlu: gate[t * ldy + j], the gate pass's output
   float threshold = 0;
-  int glu_kind = 0;  // 0 SiLU, 1 ReLU
+  int glu_kind = 0;  // 0 SiLU, 1 ReLU, 2 dReLU, 3 ungated ReLU
+  // Modes kPlain / kSkipUnfired: y = dot + bias[row(j)] (an FFN gate's bias), or null.
+  const float* bias = nullptr;
 };
 bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream);
 

@@ -39,6 +39,8 @@ __device__ bool row_needed(const MatvecParams& p, int64_t j) {
 }
 
 __device__ void store(const MatvecParams& p, int64_t t, int64_t j, float dot, bool live) {
+  // The gate pass of an FFN with biases (OPT): g = dot + bias[row] (row: the held neuron).
+  if (p.bias && p.mode != MatvecMode::kGlu) dot += p.bias[p.idx ? p.idx[j] : j];
   float v = live ? dot : 0.0f;
   if (p.mode == MatvecMode::kGlu) {
     v = live && fired(p, t, j) ? glu_value(p.gate[t * p.ldy + j], dot, p.glu_kind) : 0.0f;

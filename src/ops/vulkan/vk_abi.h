@@ -78,8 +78,9 @@ struct MatvecPC {
   int64_t nb1, nbx;
   int32_t ne0, n_rows, n_tok, ldy, ld_fire, mode, glu_kind;
   float threshold;
+  uint64_t bias;  // modes 0 / 1: y = dot + bias[row(j)] (an FFN gate's bias; 0 = none)
 };
-static_assert(sizeof(MatvecPC) == 96);
+static_assert(sizeof(MatvecPC) == 104);
 
 // down_<type>: the transposed down projection Dt [rows, n_out], row(j) = idx ? idx[j] : j:
 //   out[t * n_out + c] = sum over j < n_rows, in order, of h[t * n_rows + j] * Dt[row(j)][c]

@@ -360,12 +360,12 @@ class VulkanDevice final : public Device {
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
   void add(float* y, const float* x, int64_t n) override;
-  void ffn_threshold(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                     const float* x, int64_t n_tok, float threshold, GluKind kind,
-                     float* out) override;
-  void ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                const uint8_t* fire, GluKind kind, float* out) override;
+  void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                     const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
+                     GluKind kind, float* out) override;
+  void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
+                int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   Status sync() override;
 
   // Test hook: drain the queue, then behave as after VK_ERROR_DEVICE_LOST.
@@ -447,6 +447,7 @@ class VulkanDevice final : public Device {
   void keep_xq(uint64_t seq, const float* x, int64_t nx, const float* y, int64_t ny);
   struct FfnArgs {
     const TensorView* gate;
+    const float* gate_bias;  // [n_sub] device memory or null
     const TensorView* up;
     const TensorView* down_t;
     const float* x;
@@ -1418,19 +1419,20 @@ Status VulkanDevice::reserve_scratch(const ScratchNeeds& n) {
   return Status::Ok();
 }
 
-void VulkanDevice::ffn_threshold(const TensorView& gate, const TensorView& up,
-                                 const TensorView& down_t, const float* x, int64_t n_tok,
-                                 float threshold, GluKind kind, float* out) {
+void VulkanDevice::ffn_threshold(const TensorView& gate, const float* gate_bias,
+                                 const TensorView& up, const TensorView& down_t, const float* x,
+                                 int64_t n_tok, float threshold, GluKind kind, float* out) {
   if (!usable("ffn_threshold")) return;
-  ffn("ffn_threshold",
-      {&gate, &up, &down_t, x, n_tok, nullptr, gate.ne1, nullptr, threshold, kind, out});
+  ffn("ffn_threshold", {&gate, gate_bias, &up, &down_t, x, n_tok, nullptr, gate.ne1, nullptr,
+                        threshold, kind, out});
 }
 
-void VulkanDevice::ffn_rows(const TensorView& gate, const TensorView& up, const TensorView& down_t,
-                            const float* x, int64_t n_tok, const int32_t* idx, int64_t n_idx,
-                            const uint8_t* fire, GluKind kind, float* out) {
+void VulkanDevice::ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                            const TensorView& down_t, const float* x, int64_t n_tok,
+                            const int32_t* idx, int64_t n_idx, const uint8_t* fire, GluKind kind,
+                            float* out) {
   if (!usable("ffn_rows")) return;
-  ffn("ffn_rows", {&gate, &up, &down_t, x, n_tok, idx, n_idx, fire, 0.0f, kind, out});
+  ffn("ffn_rows", {&gate, gate_bias, &up, &down_t, x, n_tok, idx, n_idx, fire, 0.0f, kind, out});
 }
 
 void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
@@ -1481,12 +1483,14 @@ void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
     g.ld_fire = static_cast<int32_t>(a.n_rows);
     g.glu_kind = static_cast<int>(a.kind);
     g.threshold = a.threshold;
+    g.bias = a.gate_bias ? addr_of(a.gate_bias) : 0;
     uint64_t seq = ops_recorded_;
     dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));
     keep_xq(seq, a.x, nx, hp, nh);
     // up pass: h = fired ? act(g) * (up . x) : 0, in place; ungated, the same pass reads no
     // weights and writes h = fired ? relu(g) : 0 (the gate's x and rows as harmless stand-ins).
     MatvecPC u = g;
+    u.bias = 0;
     const TensorView& uw = ungated ? *a.gate : *a.up;
     if (!quantize_x(op, uw.type, a.x, a.n_tok, n_embd, &u.x, &u.nbx)) return;
     u.x += static_cast<uint64_t>(t0 * u.nbx);

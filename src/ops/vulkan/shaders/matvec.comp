@@ -8,6 +8,7 @@
 //   mode 2: rows no token fires get y = 0 and are not read; else
 //           y = fired(t, j) ? act(gate[t * ldy + j]) * dot : 0 (gate may alias y)
 //   fired(t, j) = fire ? fire[t * ld_fire + j] != 0 : |act(gate[t * ldy + j])| > threshold.
+//   bias (modes 0 / 1, may be 0): y = dot + bias[row(j)] for the rows computed (OPT's up bias);
 //   mode 2 with glu_kind 3 (ungated ReLU, Falcon): no dot product, W is not read;
 //           y = fired(t, j) ? relu(gate[t * ldy + j]) : 0.
 //
@@ -47,6 +48,7 @@ layout(push_constant) uniform PC {
   int64_t nb1, nbx;
   int ne0, n_rows, n_tok, ldy, ld_fire, mode, glu_kind;
   float threshold;
+  uint64_t bias;
 } pc;
 
 // Whether some token fires row j (always, in mode 0); which ones (fired[t]); their gate values
@@ -77,9 +79,13 @@ uint64_t weight_row(uint j) {
   return pc.w + uint64_t(row * pc.nb1);
 }
 
-// y for token t of row j from its dot product.
+// y for token t of row j from its dot product (plus the gate's bias in modes 0 / 1).
 void store_y(uint j, int t, float dot, bool fired, float g) {
   float v = dot;
+  if (pc.mode != 2 && pc.bias != 0ul) {
+    const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
+    v = dot + FloatRef(pc.bias + off4(row)).v[0];
+  }
   if (pc.mode == 2) v = fired ? hc_glu(g, dot, pc.glu_kind) : 0.0;
   FloatRef(pc.y + off4(int64_t(t) * pc.ldy + int64_t(j))).v[0] = v;
 }
