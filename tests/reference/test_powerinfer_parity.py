@@ -11,10 +11,15 @@ types its CPU sparse kernels take) with random predictors (rand, rank 64) or exa
 from the gate (gate: a neuron is predicted when its gate is positive). Falcon in the PWRI layout
 only (PowerInfer's dense falcon multiplies by ffn_down_t and crashes on a dense file): ReLU of
 ffn_up . attn_norm(x), predictors reading the layer input x, rand or gate (exact: attn_norm's
-bias 0, the logit std(x) * (up . LN(x)); see tools/synth/README.md).
+bias 0, the logit std(x) * (up . LN(x)); see tools/synth/README.md). OPT dense (F16, Q8_0,
+Q4_0; the F16 file is the dense twin of opt-pwri-rand-f16) and in the PWRI layout
+(PowerInfer's build_opt: learned positions read at pos + 2, biases everywhere, LayerNorm eps 0,
+output tied to token_embd; ReLU FFN on ffn_norm(h), predictors reading h = x + attention), rand
+or gate (exact as falcon's, from ffn_norm and ffn_up, both biases 0).
 
 Cases, each against PowerInfer's run of the same file unless said otherwise:
-  dense GGUF     `hotcold perplexity` / `run`: llama SwiGLU, bamboo relu(gate) * relu(up);
+  dense GGUF     `hotcold perplexity` / `run`: llama SwiGLU, bamboo relu(gate) * relu(up), opt
+                 relu(up + b);
   PWRI           the same with --predictor: PowerInfer always runs a PWRI file through its
                  predictors (llm_build_ffn_sparse: ReLU; gate and up only for the predicted
                  neurons, zero for the others; down as a sum of the predicted rows of ffn_down_t);

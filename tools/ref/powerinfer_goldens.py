@@ -63,7 +63,8 @@ MIRROR = "/work/.mirror/SJTU-IPADS+PowerInfer/repo"
 # Every fixture: tiny shape (n_embd 256, 4/2 heads, synthetic 512-token vocabulary) with
 # n_ff 1024 (> 1000: PowerInfer's real sparse kernels, see above), 3 layers, norm weights
 # 1 +- 0.25 (with all-ones norms a predictor fed the normed or the un-normed FFN input makes the
-# same decisions at threshold 0: relu(fc1 . x) is positively homogeneous), seed 1.
+# same decisions at threshold 0: relu(fc1 . x) is positively homogeneous), seed 1. OPT has 4/4
+# heads (no head_count_kv: n_head_kv = n_head) and 2050 learned positions, biases N(0, 0.05^2).
 COMMON = ["--shape", "tiny", "--n-ff", "1024", "--layers", "3", "--norm-jitter", "0.25",
           "--seed", "1", "-t", "2"]
 # PWRI files come with two kinds of predictors (hc-synth-model --pred-kind):
@@ -78,7 +79,9 @@ COMMON = ["--shape", "tiny", "--n-ff", "1024", "--layers", "3", "--norm-jitter",
 #         firing neurons (norm weights are not 1). Falcon: built from attn_norm (LayerNorm,
 #         its bias 0 in these files) and ffn_up, logit = std(x) * up(attn_norm(x)), fed the
 #         layer input x (build_falcon: the predictor reads inpL), rank 2 n_embd + 64; PowerInfer
-#         computes the dense ReLU falcon FFN relu(up(attn_norm(x))).
+#         computes the dense ReLU falcon FFN relu(up(attn_norm(x))). OPT: the same construction
+#         from ffn_norm and ffn_up (both biases 0 in these files), fed ffn_inp = x + attention
+#         (build_opt), logit = std(ffn_inp) * up(ffn_norm(ffn_inp)).
 # PowerInfer's quantize makes a Q4_0 model's predictors Q4_0 too; F16 files have F16 ones (its
 # converter).
 RAND = ["--powerinfer", "--pred-kind", "random", "--pred-rank", "64"]
@@ -88,17 +91,20 @@ GATE = ["--powerinfer", "--pred-kind", "gate"]
 # hotcold's dense FFN on the PWRI file must match PowerInfer on its dense twin. (Quantised
 # twins differ: the transpose is quantised along the other axis.)
 FIXTURES: dict[str, tuple[list[str], str | None]] = {}
-for _arch in ("llama", "bamboo", "falcon"):
+for _arch in ("llama", "bamboo", "falcon", "opt"):
     _a = ["--arch", _arch] if _arch != "llama" else []
     # PowerInfer d3ebd7c runs no dense falcon file: build_falcon's dense branch multiplies by
     # layer.ffn_down_t, which only a PWRI file has (segfault), and applies ReLU, not GELU.
+    # OPT runs dense too (hc-synth-model --arch opt without --powerinfer: llm_load_tensors
+    # binds ffn_down and its bias, build_opt's dense branch uses them).
     for _t in ("f16", "q8_0", "q4_0") if _arch != "falcon" else ():
         FIXTURES[f"{_arch}-{_t}"] = (_a + ["--type", _t], None)
     for _kind, _args in (("rand", RAND), ("gate", GATE)):
         for _t in ("f16", "q4_0"):  # PowerInfer's CPU sparse kernels take no other type
             FIXTURES[f"{_arch}-pwri-{_kind}-{_t}"] = (
                 _a + ["--type", _t] + _args + ["--pred-type", _t],
-                f"{_arch}-f16" if (_kind, _t, _arch) == ("rand", "f16", "bamboo") else None)
+                f"{_arch}-f16" if (_kind, _t) == ("rand", "f16") and _arch in ("bamboo", "opt")
+                else None)
 
 TEXT = {"path": "data/wikitext-2/wiki.test.raw", "bytes": 4096}  # ~3000 tokens of this vocab
 PPL = {"ctx": 256, "chunks": 4, "batch": 512}

@@ -7,11 +7,14 @@
 // layout: transposed down matrices, random or gate-exact activation predictors), which
 // PowerInfer loads too. `--arch falcon`: Falcon (LayerNorm with bias, fused QKV, ungated GELU
 // FFN in parallel with attention), in llama.cpp's layout or with --powerinfer in PowerInfer's.
+// `--arch opt`: PowerInfer's OPT (learned positions, biases everywhere, ReLU FFN, output tied to
+// token_embd), in its dense layout or with --powerinfer in its sparse one.
 //
 // Weights: approximately normal (an Irwin-Hall sum of four uniforms), mean 0, standard
 // deviation 1/sqrt(row length) for matrices, so every matmul maps unit-RMS inputs to unit-RMS
 // outputs whatever the shape; 1 for token_embd; norms are exactly 1 (or 1 + jitter * N(0, 1)
-// with --norm-jitter); LayerNorm biases (falcon) --norm-bias * N(0, 1). Logits then have a
+// with --norm-jitter); biases (falcon's LayerNorms, all of opt's) --norm-bias * N(0, 1); opt's
+// token_embd (also its output matrix) and position_embd 1/sqrt(n_embd). Logits then have a
 // standard deviation of about 1: finite and input-dependent, never degenerate.
 //
 // Deterministic: row r of tensor T is drawn from a generator seeded by (seed, T's name, r), so
@@ -46,7 +49,7 @@ const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped s
 struct Shape {
   const char* name;
   int n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-  float norm_eps;  // RMS norm's (llama, bamboo) or LayerNorm's (falcon)
+  float norm_eps;  // RMS norm's (llama, bamboo) or LayerNorm's (falcon; opt writes none)
 };
 constexpr Shape kShapes[] = {
     {"llama2-7b", 4096, 11008, 32, 32, 32000, 4096, 1e-5f},
@@ -68,6 +71,10 @@ constexpr WeightType kTypes[] = {
     {"q4_k", GgmlType::Q4_K, 14}, {"q5_k", GgmlType::Q5_K, 16}, {"q6_k", GgmlType::Q6_K, 18},
 };
 constexpr uint32_t kQuantizationVersion = 2;  // ggml's GGML_QNT_VERSION
+
+// PowerInfer's OPT context (llm_load_hparams hard-codes n_ctx_train = 2050; its converter writes
+// context_length 2050): the rows of position_embd. HF OPT's 2048 positions plus its offset 2.
+constexpr int kOptPositions = 2050;
 
 // Fewest tokens the vocabulary can hold: <unk> <s> </s>, 256 byte tokens and "▁".
 constexpr int kMinVocab = 3 + 256 + 1;
@@ -97,11 +104,11 @@ struct Config {
   Shape shape;
   int n_layer = 0;
   WeightType wtype{};
-  std::string arch;        // general.architecture: llama, bamboo or falcon
+  std::string arch;        // general.architecture: llama, bamboo, falcon or opt
   std::string act;         // the FFN activation hotcold will run: silu, relu, drelu or gelu
   bool write_act = false;  // act is not the file's own: declare it (hotcold's key)
   float norm_jitter = 0.0f;
-  float norm_bias = 0.0f;       // falcon: LayerNorm biases' standard deviation
+  float norm_bias = 0.0f;       // falcon: LayerNorm biases' standard deviation; opt: all biases'
   bool falcon_norm2 = false;    // falcon: attn_norm_2 for attention (Falcon-40B)
   bool powerinfer = false;      // PowerInfer's sparse layout ("PWRI")
   bool gate_predictor = false;  // predictors that reproduce the gate's sign (see tensor_specs)
@@ -136,7 +143,7 @@ struct TensorSpec {
   float stddev = 0.0f;  // 0: every value is `mean` (norm weights without jitter)
   float mean = 0.0f;    // norms: 1
   Derived derived = Derived::kNone;
-  std::string source;  // derived: the source tensor, drawn with stddev / mean
+  std::string source;  // derived (or a copy): the source tensor, drawn with stddev / mean
   GgmlType source_type = GgmlType::F32;
   std::string aux;  // kPredFc2Ln: the norm whose weights w are folded in, drawn with:
   float aux_stddev = 0.0f, aux_mean = 0.0f;
@@ -212,15 +219,18 @@ const WeightType* find_type(const std::string& flag) {
 // (PowerInfer: LLM_FFN_SYM + LLM_FFN_RELU), a PowerInfer file of the llama or falcon
 // architecture ReLU (its sparse FFN always applies ReLU: ReGLU, or relu(up) for falcon), a
 // plain llama file SwiGLU, a plain falcon file GELU (llama.cpp's falcon; src/model/
-// llama_model.cpp detect_activation reads them so).
+// llama_model.cpp detect_activation reads them so); OPT is ReLU, dense or sparse.
 const char* natural_activation(const std::string& arch, bool powerinfer) {
   if (arch == "bamboo") return "drelu";
-  if (powerinfer) return "relu";
+  if (powerinfer || arch == "opt") return "relu";
   return arch == "falcon" ? "gelu" : "silu";
 }
 
-// The gate-exact predictor's rank: 2 n_embd for RMS norm (llama, bamboo); for falcon's
-// LayerNorm two more rows for the mean, each at the start of its own block of B rows, B the
+// Architectures whose norms are LayerNorms (mean subtracted, with bias): falcon and opt.
+bool layer_norm_arch(const std::string& arch) { return arch == "falcon" || arch == "opt"; }
+
+// The gate-exact predictor's rank: 2 n_embd for RMS norm (llama, bamboo); for LayerNorm
+// (falcon, opt) two more rows for the mean, each at the start of its own block of B rows, B the
 // predictor type's block size but at least 32: quantised (by hc-synth-model, or by
 // PowerInfer's quantize from an F16 file) each is its block's only nonzero value, exact.
 int64_t mean_block(const WeightType& pred_type) {
@@ -228,7 +238,7 @@ int64_t mean_block(const WeightType& pred_type) {
 }
 int gate_rank(const Config& c, const WeightType& pred_type) {
   return 2 * c.shape.n_embd +
-         (c.arch == "falcon" ? 2 * static_cast<int>(mean_block(pred_type)) : 0);
+         (layer_norm_arch(c.arch) ? 2 * static_cast<int>(mean_block(pred_type)) : 0);
 }
 
 // The predictor's type must hold rows of n_embd (fc1) and of the rank (fc2).
@@ -242,8 +252,8 @@ Status check_predictor(const Flags& f, const Config& c) {
   const int exact_rank = gate_rank(c, *t);
   if (f.pred_kind == "gate" && f.pred_rank != 0 && f.pred_rank != exact_rank)
     return Status::Error("--pred-kind gate: the rank is 2 n_embd" +
-                         std::string(c.arch == "falcon" ? " + 2 max(32, block size)" : "") + " = " +
-                         std::to_string(exact_rank) + ", found --pred-rank " +
+                         std::string(layer_norm_arch(c.arch) ? " + 2 max(32, block size)" : "") +
+                         " = " + std::to_string(exact_rank) + ", found --pred-rank " +
                          std::to_string(f.pred_rank));
   const int rank = f.pred_rank != 0 ? f.pred_rank : f.pred_kind == "gate" ? exact_rank : 64;
   if (rank < 1 || rank > 65536)
@@ -272,6 +282,18 @@ Result<Config> validate(const Flags& f) {
   HC_TRY(apply_override("--n-head", f.n_head, &c.shape.n_head));
   HC_TRY(apply_override("--n-head-kv", f.n_head_kv, &c.shape.n_head_kv));
   HC_TRY(apply_override("--n-vocab", f.n_vocab, &c.shape.n_vocab));
+  if (f.arch != "llama" && f.arch != "bamboo" && f.arch != "falcon" && f.arch != "opt")
+    return Status::Error("--arch: expected llama, bamboo, falcon or opt, found '" + f.arch + "'");
+  if (f.arch == "opt") {
+    // OPT has one K and one V head per query head (PowerInfer reads no head_count_kv for it:
+    // n_head_kv = n_head), and PowerInfer fixes its trained context at 2050 positions
+    // (llm_load_hparams: n_ctx_train = 2050, the rows of position_embd).
+    if (f.n_head_kv != 0 && f.n_head_kv != c.shape.n_head)
+      return Status::Error("--arch opt has n_head_kv = n_head = " + std::to_string(c.shape.n_head) +
+                           ", found --n-head-kv " + std::to_string(f.n_head_kv));
+    c.shape.n_head_kv = c.shape.n_head;
+    c.shape.n_ctx = kOptPositions;
+  }
   HC_TRY(check_shape(c.shape));
 
   const WeightType* wtype = find_type(f.type);
@@ -280,13 +302,13 @@ Result<Config> validate(const Flags& f) {
   c.wtype = *wtype;
   HC_TRY(check_block_size(c.shape, c.wtype));
 
-  if (f.arch != "llama" && f.arch != "bamboo" && f.arch != "falcon")
-    return Status::Error("--arch: expected llama, bamboo or falcon, found '" + f.arch + "'");
   c.arch = f.arch;
   c.powerinfer = f.powerinfer;
   const bool falcon = c.arch == "falcon";
   // Falcon's FFN has no gate: GELU (llama.cpp) or ReLU (ReluFalcon, PowerInfer); SiLU is
-  // llama's SwiGLU.
+  // llama's SwiGLU; OPT's is ReLU, nothing else.
+  if (c.arch == "opt" && !f.act.empty() && f.act != "relu")
+    return Status::Error("--act: --arch opt is ReLU, found '" + f.act + "'");
   if (!f.act.empty() &&
       (falcon ? f.act != "gelu" && f.act != "relu" : f.act != "silu" && f.act != "relu"))
     return Status::Error("--act: expected relu or " + std::string(falcon ? "gelu" : "silu") +
@@ -301,7 +323,7 @@ Result<Config> validate(const Flags& f) {
     return Status::Error("--norm-bias: expected 0..1, found " + std::to_string(f.norm_bias));
   if (f.falcon_norm2 && !falcon)
     return Status::Error("--falcon-norm2 needs --arch falcon, found --arch " + c.arch);
-  c.norm_bias = falcon ? f.norm_bias : 0.0f;
+  c.norm_bias = layer_norm_arch(c.arch) ? f.norm_bias : 0.0f;
   c.falcon_norm2 = f.falcon_norm2;
   if (c.powerinfer) {
     HC_TRY(check_predictor(f, c));
@@ -390,28 +412,35 @@ struct SpecMaker {
   TensorSpec norm(std::string name) const {  // RMS norm or LayerNorm weights
     return spec(std::move(name), {c.shape.n_embd}, GgmlType::F32, c.norm_jitter, 1.0f);
   }
-  TensorSpec bias(std::string name, float stddev) const {  // LayerNorm biases
-    return spec(std::move(name), {c.shape.n_embd}, GgmlType::F32, stddev);
+  TensorSpec bias(std::string name, float stddev, int64_t n = 0) const {  // n: n_embd if 0
+    return spec(std::move(name), {n > 0 ? n : c.shape.n_embd}, GgmlType::F32, stddev);
   }
 
   // PowerInfer's sparse FFN of layer prefix p: ffn_down_t, fc1, fc2. `pred_norm` and
   // `pred_gate` are the tensors the gate-exact predictor is built from (llama: ffn_norm and
-  // ffn_gate; falcon: attn_norm and ffn_up).
+  // ffn_gate; falcon: attn_norm and ffn_up; opt: ffn_norm and ffn_up). `down_bias` >= 0 (opt):
+  // also ffn_down_t.bias with that standard deviation, after the weight.
   void add_sparse_ffn(const std::string& p, const std::string& pred_norm,
-                      const std::string& pred_gate, std::vector<TensorSpec>* out) const {
+                      const std::string& pred_gate, std::vector<TensorSpec>* out,
+                      float down_bias = -1.0f) const {
     const Shape& s = c.shape;
     TensorSpec down_t = matrix(p + "ffn_down_t.weight", s.n_embd, s.n_ff);  // [n_ff, n_embd]
     down_t.stddev = 1.0f / std::sqrt(static_cast<float>(s.n_ff));           // ffn_down's values
     down_t.derived = Derived::kTranspose;
     down_t.source = p + "ffn_down.weight";
     out->push_back(down_t);
+    if (down_bias >= 0.0f) {  // [n_embd]: the values of a dense file's ffn_down.bias
+      TensorSpec b = bias(p + "ffn_down_t.bias", down_bias);
+      b.source = p + "ffn_down.bias";
+      out->push_back(b);
+    }
     const GgmlType pt = c.pred_type.type;
     TensorSpec fc1 = spec(p + "fc1.weight", {s.n_embd, c.pred_rank}, pt,  // [rank, n_embd]
                           1.0f / std::sqrt(static_cast<float>(s.n_embd)));
     TensorSpec fc2 = spec(p + "fc2.weight", {c.pred_rank, s.n_ff}, pt,  // [n_ff, rank]
                           1.0f / std::sqrt(static_cast<float>(c.pred_rank)));
     if (c.gate_predictor) {
-      const bool ln = c.arch == "falcon";
+      const bool ln = layer_norm_arch(c.arch);
       const TensorSpec w_norm = norm(pred_norm);
       fc1.derived = ln ? Derived::kPredFc1Ln : Derived::kPredFc1;
       fc1.source = w_norm.name;
@@ -518,7 +547,52 @@ std::vector<TensorSpec> falcon_tensor_specs(const Config& c) {
   return out;
 }
 
+// OPT (PowerInfer's build_opt, HF OPTForCausalLM with do_layer_norm_before): the input is
+// x = token_embd[t] + position_embd[pos + 2] (PowerInfer adds HF's offset 2 to every position,
+// llama_build_graph's inp_pos); per layer, with LayerNorms that have weight and bias,
+//   h = x + attn_output(attention(attn_q/k/v(attn_norm(x)))), no RoPE, q/k/v/output with biases,
+//   x' = h + ffn_down(relu(ffn_up(ffn_norm(h)))), up and down with biases;
+// logits = token_embd . output_norm(x) (no output.weight: tied, as PowerInfer's loader expects).
+// token_embd (the output matrix too) and position_embd have standard deviation 1/sqrt(n_embd),
+// so the logits have a standard deviation of about 1; every bias --norm-bias * N(0, 1).
+// --powerinfer: ffn_down_t (+ its bias, the dense ffn_down.bias) and fc1 / fc2, which
+// PowerInfer feeds h (ffn_inp), not ffn_norm(h). --pred-kind gate writes zero ffn_norm and
+// ffn_up biases and builds fc1 / fc2 as for falcon from ffn_norm's weights and ffn_up:
+// logit = std(h) * (ffn_up . ffn_norm(h)), exact.
+std::vector<TensorSpec> opt_tensor_specs(const Config& c) {
+  const Shape& s = c.shape;  // n_head_kv = n_head: every K and V matrix is [n_embd, n_embd]
+  const SpecMaker m{c};
+  const float b = c.norm_bias;
+  const float ffn_b = c.gate_predictor ? 0.0f : b;  // ffn_norm and ffn_up biases
+  std::vector<TensorSpec> out;
+  out.push_back(m.matrix("token_embd.weight", s.n_embd, s.n_vocab));   // [n_vocab, n_embd]
+  out.push_back(m.matrix("position_embd.weight", s.n_embd, s.n_ctx));  // [2050, n_embd]
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    out.push_back(m.norm(p + "attn_norm.weight"));   // [n_embd]
+    out.push_back(m.bias(p + "attn_norm.bias", b));  // [n_embd]
+    for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      out.push_back(m.matrix(p + t + ".weight", s.n_embd, s.n_embd));  // [n_embd, n_embd]
+      out.push_back(m.bias(p + t + ".bias", b));                       // [n_embd]
+    }
+    out.push_back(m.norm(p + "ffn_norm.weight"));                    // [n_embd]
+    out.push_back(m.bias(p + "ffn_norm.bias", ffn_b));               // [n_embd]
+    out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));  // [n_ff, n_embd]
+    out.push_back(m.bias(p + "ffn_up.bias", ffn_b, s.n_ff));         // [n_ff]
+    if (c.powerinfer) {
+      m.add_sparse_ffn(p, p + "ffn_norm.weight", p + "ffn_up.weight", &out, b);
+    } else {
+      out.push_back(m.matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
+      out.push_back(m.bias(p + "ffn_down.bias", b));                     // [n_embd]
+    }
+  }
+  out.push_back(m.norm("output_norm.weight"));   // [n_embd]
+  out.push_back(m.bias("output_norm.bias", b));  // [n_embd]
+  return out;
+}
+
 std::vector<TensorSpec> tensor_specs(const Config& c) {
+  if (c.arch == "opt") return opt_tensor_specs(c);
   return c.arch == "falcon" ? falcon_tensor_specs(c) : llama_tensor_specs(c);
 }
 
@@ -535,25 +609,33 @@ GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   w.set("general.quantization_version", GgufValue::u32(kQuantizationVersion));
   w.set("hotcold.synth.seed", GgufValue::u64(c.seed));
   const bool falcon = c.arch == "falcon";
+  const bool opt = c.arch == "opt";
   // Falcon's converters (llama.cpp's and PowerInfer's) write neither vocab_size nor
   // rope.dimension_count (head_dim, the only value llama.cpp and PowerInfer accept), but the
   // layout of attn_qkv: "jploski" (Q heads, then K heads, then V heads).
-  if (!falcon) w.set(a + "vocab_size", u32(s.n_vocab));
+  // OPT: what PowerInfer's converter (OptModel) writes: context_length (2050),
+  // embedding_length, block_count, feed_forward_length and head_count; no head_count_kv
+  // (n_head_kv = n_head), no RoPE, and no LayerNorm epsilon: PowerInfer reads none for OPT, so
+  // its LayerNorms run with eps 0 (llama_hparams zero-initialised), which a file without the
+  // key tells hotcold too.
+  if (!falcon && !opt) w.set(a + "vocab_size", u32(s.n_vocab));
   w.set(a + "context_length", u32(s.n_ctx));
   w.set(a + "embedding_length", u32(s.n_embd));
   w.set(a + "block_count", u32(c.n_layer));
   w.set(a + "feed_forward_length", u32(s.n_ff));
-  if (!falcon) w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
+  if (!falcon && !opt) w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
   w.set(a + "attention.head_count", u32(s.n_head));
-  w.set(a + "attention.head_count_kv", u32(s.n_head_kv));
-  // The same eps (1e-5), RMS norm or LayerNorm.
-  w.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
-        GgufValue::f32(s.norm_eps));
-  w.set(a + "rope.freq_base", GgufValue::f32(10000.0f));
+  if (!opt) {
+    w.set(a + "attention.head_count_kv", u32(s.n_head_kv));
+    // The same eps (1e-5), RMS norm or LayerNorm.
+    w.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
+          GgufValue::f32(s.norm_eps));
+    w.set(a + "rope.freq_base", GgufValue::f32(10000.0f));
+  }
   if (falcon) w.set(a + "tensor_data_layout", GgufValue::str("jploski"));
   // hotcold's key (model/llama_model.cpp), only where the activation is not the file's own;
   // llama.cpp and PowerInfer ignore it (SiLU for llama, GELU for falcon, ReLU for PWRI llama
-  // and falcon, dReLU for bamboo).
+  // and falcon and for opt, dReLU for bamboo).
   if (c.write_act) w.set(a + "feed_forward_activation", GgufValue::str(c.act));
   // PowerInfer's predictor threshold: a neuron is computed when its logit >= this.
   if (c.powerinfer) w.set("powerinfer.sparse_threshold", GgufValue::f32(c.sparse_threshold));
@@ -695,7 +777,9 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
   const int64_t rb = row_bytes(t.type, ne0);
   buf->resize(static_cast<size_t>(rb * rows));
   const bool pred = t.derived != Derived::kNone;
-  const uint64_t seed_t = tensor_seed(pred ? t.source : t.name, seed);
+  // A tensor with a source holds the source's values (predictors: derived from them; opt's
+  // ffn_down_t.bias: a dense file's ffn_down.bias as it is).
+  const uint64_t seed_t = tensor_seed(t.source.empty() ? t.name : t.source, seed);
   std::vector<float> norm_w;  // kPredFc1*: the source norm's n_embd weights; kPredFc2Ln: aux's
   if (t.derived == Derived::kPredFc1 || t.derived == Derived::kPredFc1Ln) {
     norm_w.resize(static_cast<size_t>(ne0));
@@ -748,7 +832,8 @@ void announce(const Config& c, uint64_t file_bytes) {
   std::string extra;
   if (c.arch != "llama") extra += ", arch " + c.arch;
   if (c.norm_jitter > 0) extra += ", norm jitter " + num(c.norm_jitter);
-  if (c.arch == "falcon") extra += ", norm bias " + num(c.norm_bias);
+  if (layer_norm_arch(c.arch))
+    extra += ", " + std::string(c.arch == "opt" ? "" : "norm ") + "bias " + num(c.norm_bias);
   if (c.falcon_norm2) extra += ", attn_norm_2";
   if (c.powerinfer)
     extra += ", PowerInfer layout (" + std::string(c.gate_predictor ? "gate" : "random") +
@@ -821,9 +906,10 @@ int error(const std::string& message, int exit_code) {
 int run(const std::vector<std::string>& args) {
   Flags f;
   ArgParser p(kTool,
-              "Writes a LLaMA (or Falcon) GGUF model with random weights of a real model's\n"
-              "shape, loadable by hotcold and llama.cpp (with --arch bamboo or --powerinfer: by\n"
-              "hotcold and PowerInfer), for benchmarks and reference tests. Shapes:\n"
+              "Writes a LLaMA (or Falcon, OPT) GGUF model with random weights of a real model's\n"
+              "shape, loadable by hotcold and llama.cpp (with --arch bamboo or opt or\n"
+              "--powerinfer: by hotcold and PowerInfer), for benchmarks and reference tests.\n"
+              "Shapes (opt: n_head_kv = n_head, context 2050):\n"
               "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
               "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
   p.add_string("--shape", &f.shape, "model shape: llama2-7b or tiny");
@@ -835,17 +921,19 @@ int run(const std::vector<std::string>& args) {
   p.add_int("--layers", &f.layers, "number of layers");
   p.add_string("--type", &f.type, "weight type: " + type_names());
   p.add_string("--arch", &f.arch,
-               "general.architecture: llama, bamboo (PowerInfer's relu(gate) * relu(up)) or "
-               "falcon (LayerNorm, fused QKV, ungated FFN parallel to attention)");
+               "general.architecture: llama, bamboo (PowerInfer's relu(gate) * relu(up)), "
+               "falcon (LayerNorm, fused QKV, ungated FFN parallel to attention) or opt "
+               "(PowerInfer's: learned positions, biases, ReLU FFN, output tied to token_embd)");
   p.add_string("--act", &f.act,
-               "FFN activation: silu or relu (falcon: gelu or relu), written as hotcold's key "
-               "(hotcold only) where it is not the file's own; empty = the file's own (llama "
-               "silu, falcon gelu, PowerInfer llama / falcon relu, bamboo drelu)");
+               "FFN activation: silu or relu (falcon: gelu or relu; opt: relu), written as "
+               "hotcold's key (hotcold only) where it is not the file's own; empty = the file's "
+               "own (llama silu, falcon gelu, PowerInfer llama / falcon relu, opt relu, bamboo "
+               "drelu)");
   p.add_float("--norm-jitter", &f.norm_jitter,
               "norm weights 1 + J * N(0, 1) instead of exactly 1 (0..1)");
   p.add_float("--norm-bias", &f.norm_bias,
               "falcon: LayerNorm biases B * N(0, 1) (0..1; attn_norm's are 0 with --pred-kind "
-              "gate)");
+              "gate); opt: every bias (ffn_norm's and ffn_up's are 0 with --pred-kind gate)");
   p.add_flag("--falcon-norm2", &f.falcon_norm2,
              "falcon: a second LayerNorm per layer, attn_norm_2, for attention (Falcon-40B); "
              "the FFN reads attn_norm");
@@ -855,7 +943,8 @@ int run(const std::vector<std::string>& args) {
   p.add_string("--pred-kind", &f.pred_kind,
                "predictors (--powerinfer): random, or gate: exact, built from the layer's "
                "ffn_norm and ffn_gate so the logit is rms(x) * gate (rank 2 n_embd; falcon: "
-               "from attn_norm and ffn_up, logit std(x) * up, rank 2 n_embd + 2 blocks)");
+               "from attn_norm and ffn_up, logit std(x) * up, rank 2 n_embd + 2 blocks; opt: "
+               "the same from ffn_norm and ffn_up)");
   p.add_int("--pred-rank", &f.pred_rank,
             "predictor rank (fc1 rows; --powerinfer); 0 = 64 for random, the exact rank for "
             "gate");
