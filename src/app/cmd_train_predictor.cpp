@@ -209,9 +209,20 @@ Result<std::pair<GgufWriter, std::vector<OutTensor>>> plan_output(
   };
   for (const GgufTensorInfo& t : in.tensors) {
     int il = -1;
-    char kind[32] = {0};
-    if (std::sscanf(t.name.c_str(), "blk.%d.%31[a-z0-9_].weight", &il, kind) != 2 || il < 0 ||
-        il >= n_layer) {
+    char kind[32] = {0}, suffix[16] = {0};
+    // blk.N.KIND.weight / .bias (sscanf counts conversions, not the literal dots: the suffix is
+    // a conversion of its own so that a bias is not taken for its weight).
+    const bool layer_tensor =
+        std::sscanf(t.name.c_str(), "blk.%d.%31[a-z0-9_].%15[a-z]", &il, kind, suffix) == 3 &&
+        il >= 0 && il < n_layer;
+    if (layer_tensor && std::string(suffix) == "bias" && std::string(kind) == "ffn_down" &&
+        !in.find_tensor("blk." + std::to_string(il) + ".ffn_down_t.bias")) {
+      // OPT: the down projection's bias goes with its transpose, under PowerInfer's name.
+      w.add_tensor({"blk." + std::to_string(il) + ".ffn_down_t.bias", t.ne, t.type, {}});
+      plan.push_back({OutTensor::kCopy, &t, il});
+      continue;
+    }
+    if (!layer_tensor || std::string(suffix) != "weight") {
       w.add_tensor({t.name, t.ne, t.type, {}});
       plan.push_back({OutTensor::kCopy, &t, -1});
       continue;

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "cli_util.h"
@@ -165,6 +166,53 @@ TEST_F(TrainPredictorCli, ReluModelTrainsWritesAndRunsWithPredictors) {
   CliResult np = run_hotcold(nopred);
   EXPECT_NE(np.exit_code, 0);
   EXPECT_TRUE(has(np.err, "--pred-type needs --predictor")) << np.err;
+}
+
+// Falcon (ReluFalcon: ungated ReLU on attn_norm, parallel blocks) and OPT (biases, ffn_down.bias
+// carried to PowerInfer's ffn_down_t.bias): profile, train-predictor and the written model run,
+// dense equal to the input model, with predictors close to it.
+TEST(TrainPredictorFamilies, FalconAndOptProfileTrainAndRun) {
+  const std::string synth =
+      (std::filesystem::path(HC_BINARY).parent_path() / "hc-synth-model").string();
+  ASSERT_TRUE(std::filesystem::exists(synth)) << synth << " not found: build hc-synth-model";
+  for (const std::vector<std::string>& arch :
+       {std::vector<std::string>{"--arch", "falcon", "--act", "relu"},
+        std::vector<std::string>{"--arch", "opt"}}) {
+    ScratchDir dir;
+    const std::string model = dir.file("m.gguf"), out = dir.file("pred.gguf");
+    std::vector<std::string> args = {"--shape", "tiny", "--layers", "2", "--seed", "2", "-o", model};
+    args.insert(args.end(), arch.begin(), arch.end());
+    CliResult r = run_binary(synth, args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string corpus = corpus_slice(dir, 20000);
+    r = run_hotcold({"profile", "-m", model, "-f", corpus, "-o", dir.file("st.gguf"), "-c", "64",
+                     "--chunks", "3"});
+    ASSERT_EQ(r.exit_code, 0) << arch[1] << ": " << r.err;
+    EXPECT_TRUE(has(r.out, "relu activations, fires when act != 0")) << r.out;
+    r = run_hotcold({"train-predictor", "-m", model, "-f", corpus, "-o", out, "-c", "64",
+                     "--chunks", "8", "--epochs", "3", "--rank", "32", "--seed", "3"});
+    ASSERT_EQ(r.exit_code, 0) << arch[1] << ": " << r.err;
+    ASSERT_EQ(table_rows(r.out).size(), 2u) << r.out;
+    CliResult info = run_hotcold({"inspect", out});
+    ASSERT_EQ(info.exit_code, 0) << info.err;
+    EXPECT_TRUE(has(info.out, "blk.1.fc2.weight")) << info.out;
+    EXPECT_TRUE(has(info.out, "blk.1.ffn_down_t.weight")) << info.out;
+    EXPECT_FALSE(has(info.out, "blk.1.ffn_down.weight")) << info.out;
+    EXPECT_EQ(has(info.out, "blk.1.ffn_down_t.bias"), arch[1] == "opt") << info.out;
+    const std::vector<std::string> ppl = {"perplexity", "-f", corpus, "-c", "64", "--chunks", "4"};
+    auto ppl_on = [&](const std::string& m, bool pred) {
+      std::vector<std::string> a = ppl;
+      a.insert(a.end(), {"-m", m});
+      if (pred) a.push_back("--predictor");
+      CliResult c = run_hotcold(a);
+      EXPECT_EQ(c.exit_code, 0) << c.err;
+      return ppl_of(c.out);
+    };
+    const double orig = ppl_on(model, false), dense = ppl_on(out, false), pred = ppl_on(out, true);
+    ASSERT_TRUE(std::isfinite(orig) && std::isfinite(dense) && std::isfinite(pred));
+    EXPECT_NEAR(dense, orig, 1e-3 * orig) << arch[1];  // ffn_down_t for ffn_down: the same model
+    EXPECT_NEAR(pred, dense, 0.05 * dense) << arch[1];
+  }
 }
 
 TEST_F(TrainPredictorCli, SameSeedSameFileOnAnyThreadCount) {
