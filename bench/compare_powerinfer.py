@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Decode speed: hotcold vs PowerInfer's CPU engine on the same PowerInfer-layout (PWRI) files.
 
-For each weight type, hc-synth-model writes a llama2-7b-shaped model in PowerInfer's sparse
+For each weight type, hc-synth-model writes a model of --arch at its real shape (llama
+llama2-7b, falcon falcon-7b, opt opt-6.7b) in PowerInfer's sparse
 layout (--layers layers, ffn_down_t, random rank --rank predictors; PowerInfer's CPU sparse
 kernels take F16 and Q4_0 only). The predictor threshold is calibrated with hotcold so that the
 predictors mark --share of the neurons, and both engines then run with it
@@ -43,13 +44,18 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def make_model(synth: Path, wtype: str, layers: int, rank: int, out: Path) -> None:
+# The real shape each architecture is measured at (hc-synth-model --shape).
+SHAPES = {"llama": "llama2-7b", "bamboo": "llama2-7b", "falcon": "falcon-7b", "opt": "opt-6.7b"}
+
+
+def make_model(synth: Path, arch: str, wtype: str, layers: int, rank: int, out: Path) -> None:
     if out.exists():
         return
-    log(f"writing {out.name} (hc-synth-model, {wtype}, {layers} layers, predictor rank {rank})")
-    subprocess.run([str(synth), "--shape", "llama2-7b", "--layers", str(layers), "--type", wtype,
-                    "--powerinfer", "--pred-kind", "random", "--pred-rank", str(rank),
-                    "--pred-type", "f16", "--seed", "1", "-o", str(out)], check=True)
+    log(f"writing {out.name} (hc-synth-model, {arch} {SHAPES[arch]}, {wtype}, {layers} layers, "
+        f"predictor rank {rank})")
+    subprocess.run([str(synth), "--shape", SHAPES[arch], "--arch", arch, "--layers", str(layers),
+                    "--type", wtype, "--powerinfer", "--pred-kind", "random", "--pred-rank",
+                    str(rank), "--pred-type", "f16", "--seed", "1", "-o", str(out)], check=True)
 
 
 HOTCOLD_EXTRA: list[str] = []  # --pred-type: hotcold's own predictor storage
@@ -102,6 +108,9 @@ def powerinfer_run(main: Path, model: Path, thr: float, t: int, n: int) -> float
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default="f16,q4_0")
+    ap.add_argument("--arch", default="llama", choices=sorted(SHAPES),
+                    help="architecture, at its real shape: llama / bamboo llama2-7b, falcon "
+                         "falcon-7b, opt opt-6.7b")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--rank", type=int, default=1024)
     ap.add_argument("--share", type=float, default=0.1, help="share of neurons predicted")
@@ -124,8 +133,9 @@ def main() -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for wtype in a.types.split(","):
-        model = out_dir / f"llama2-7b-{a.layers}L-pwri-r{a.rank}.{wtype.upper()}.gguf"
-        make_model(a.synth, wtype, a.layers, a.rank, model)
+        prefix = SHAPES[a.arch] + ("" if a.arch in ("llama", "falcon", "opt") else f"-{a.arch}")
+        model = out_dir / f"{prefix}-{a.layers}L-pwri-r{a.rank}.{wtype.upper()}.gguf"
+        make_model(a.synth, a.arch, wtype, a.layers, a.rank, model)
         HOTCOLD_EXTRA.clear()
         thr, skipped = calibrate(a.hotcold, model, a.share, a.threads)
         if a.pred_type:
@@ -151,7 +161,7 @@ def main() -> int:
             "hotcold_gb_s": tg["gbps"], "membw_gb_s": b["membw"]["read_gbps"],
             "roofline_share": tg["roofline_share_pct"] / 100,
         })
-    print(f"\nhotcold vs PowerInfer {commit} (CPU), {a.layers}-layer llama2-7b PWRI, rank-{a.rank} "
+    print(f"\nhotcold vs PowerInfer {commit} (CPU), {a.layers}-layer {a.arch} {SHAPES[a.arch]} PWRI, rank-{a.rank} "
           f"predictors marking ~{100 * a.share:.0f}%, -t {a.threads}, -n {a.n}, median of {a.rounds} "
           f"alternating rounds" + (f", hotcold --pred-type {a.pred_type}" if a.pred_type else "") +
           "\n")

@@ -53,6 +53,9 @@ struct Shape {
 };
 constexpr Shape kShapes[] = {
     {"llama2-7b", 4096, 11008, 32, 32, 32000, 4096, 1e-5f},
+    // Falcon-7B (multi-query: one K/V head) and OPT-6.7B, for --arch falcon / opt benchmarks.
+    {"falcon-7b", 4544, 18176, 71, 1, 65024, 2048, 1e-5f},
+    {"opt-6.7b", 4096, 16384, 32, 32, 50272, 2050, 1e-5f},
     // Small enough for tests to generate and run in well under a second; GQA (2 KV heads)
     // and n_ff = 3 * 256 so every type, K-quants included, accepts it.
     {"tiny", 256, 768, 4, 2, 512, 2048, 1e-5f},
@@ -275,7 +278,9 @@ Result<Config> validate(const Flags& f) {
   const Shape* shape = nullptr;
   for (const Shape& s : kShapes)
     if (f.shape == s.name) shape = &s;
-  if (!shape) return Status::Error("--shape: expected llama2-7b or tiny, found '" + f.shape + "'");
+  if (!shape)
+    return Status::Error("--shape: expected llama2-7b, falcon-7b, opt-6.7b or tiny, found '" +
+                         f.shape + "'");
   c.shape = *shape;
   HC_TRY(apply_override("--n-embd", f.n_embd, &c.shape.n_embd));
   HC_TRY(apply_override("--n-ff", f.n_ff, &c.shape.n_ff));
@@ -911,8 +916,10 @@ int run(const std::vector<std::string>& args) {
               "--powerinfer: by hotcold and PowerInfer), for benchmarks and reference tests.\n"
               "Shapes (opt: n_head_kv = n_head, context 2050):\n"
               "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
+              "  falcon-7b  n_embd 4544, n_ff 18176, 71/1 heads, vocab 65024, context 2048\n"
+              "  opt-6.7b   n_embd 4096, n_ff 16384, 32/32 heads, vocab 50272, context 2050\n"
               "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
-  p.add_string("--shape", &f.shape, "model shape: llama2-7b or tiny");
+  p.add_string("--shape", &f.shape, "model shape: llama2-7b, falcon-7b, opt-6.7b or tiny");
   p.add_int("--n-embd", &f.n_embd, "override the shape's n_embd; 0 = keep");
   p.add_int("--n-ff", &f.n_ff, "override the shape's n_ff; 0 = keep");
   p.add_int("--n-head", &f.n_head, "override the shape's n_head; 0 = keep");
