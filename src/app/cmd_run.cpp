@@ -83,7 +83,8 @@ Status run(const RunFlags& f) {
               n_gen / std::max(t_gen, 1e-9));
   if (sparse) {
     const SparseStats& st = session.sparse_stats();
-    if (st.active > 0)  // dReLU: what the down projection skipped on top
+    if (st.active > 0 && model->hparams().ffn_act == FfnActivation::kDRelu)
+      // dReLU: what the down projection skipped on top
       HC_LOG_INFO("sparse FFN: %.1f%% of activations skipped, %.1f%% zero after dReLU's up",
                   100.0 * st.sparsity(), 100.0 * st.active_sparsity());
     else

@@ -154,9 +154,11 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   }
   ops::round_h_by_value(sparse.down_t(il).type, sc.gs.data(), n_tok * n_idx);  // see round_h_row
   int64_t n_down = n_idx;
-  if (hp.ffn_act == FfnActivation::kDRelu) {
-    // dReLU zeroes h where up <= 0 too: the down projection reads only the neurons some token
-    // has a non-zero h for (a zero h adds nothing: the same sum, fewer rows read).
+  if (relu_family(hp.ffn_act)) {
+    // The down projection reads only the neurons some token has a non-zero h for (a zero h adds
+    // nothing: the same sum, fewer rows read), as PowerInfer's axpy skips h == 0. dReLU zeroes h
+    // where up <= 0; every ReLU kind where a predictor chose a neuron whose gate is not
+    // positive (its false positives).
     sc.mark.assign(static_cast<size_t>(n_idx), 0);
     for (int64_t t = 0; t < n_tok; ++t)
       for (int64_t j = 0; j < n_idx; ++j) {

@@ -79,9 +79,10 @@ struct SparseStats {
   uint64_t neurons = 0;        // neurons x tokens x layers seen
   uint64_t fired = 0;          // of which fired (per token)
   uint64_t computed = 0;       // neurons x tokens computed by up / down (union sets included)
-  // dReLU: neurons x tokens whose h = relu(gate) * relu(up) is not zero (gate AND up
-  // positive); the sparse down projection reads only the rows of neurons some token of the
-  // call has there. Counted on the host's sparse path (0 for other activations).
+  // ReLU family: neurons x tokens computed whose h is not zero (dReLU: gate AND up positive;
+  // with a predictor, not its false positives); the sparse down projection reads only the rows
+  // of neurons some token of the call has there. Counted on the host's sparse path (0 for
+  // SiLU / GELU).
   uint64_t active = 0;
   uint64_t dense_batches = 0;  // layer calls that fell back to the dense FFN
   // Hybrid layers (model/device_model.h): neurons x tokens computed on the second device (all
@@ -94,7 +95,8 @@ struct SparseStats {
   uint64_t bytes = 0;
   uint64_t device_bytes = 0;
   double sparsity() const { return neurons ? 1.0 - double(fired) / double(neurons) : 0.0; }
-  // dReLU: the share of neurons x tokens with a zero h (gate or up not positive).
+  // The share of neurons x tokens with a zero h (dReLU: gate or up not positive; meaningful
+  // without a predictor, which leaves the unpredicted ones uncounted).
   double active_sparsity() const {
     return neurons ? 1.0 - double(active) / double(neurons) : 0.0;
   }

@@ -122,7 +122,7 @@ TEST_F(SynthModel, BadFlagsAreUsageErrorsNamingTheProblem) {
        "--type q4_k needs n_ff to be a multiple of the Q4_K block size 256, found n_ff 1000"},
       {{"--type", "q8_0", "--n-embd", "240"},
        "needs n_embd to be a multiple of the Q8_0 block size 32, found n_embd 240"},
-      {{"--shape", "llama3-8b"}, "--shape: expected llama2-7b or tiny, found 'llama3-8b'"},
+      {{"--shape", "llama3-8b"}, "--shape: expected llama2-7b, falcon-7b, opt-6.7b or tiny, found 'llama3-8b'"},
       {{"--n-head-kv", "3"}, "n_head 4 is not a multiple of n_head_kv 3"},
       {{"--n-vocab", "100"}, "n_vocab 100 is too small"},
       {{"--layers", "0"}, "--layers: expected 1..1024, found 0"},

@@ -108,6 +108,41 @@ TEST(Falcon, ExactSparseFfnEqualsDense) {
   }
 }
 
+// With a predictor, the neurons it chose whose gate is not positive (its false positives) have
+// h = 0: the down projection does not read their rows (PowerInfer's axpy skips h == 0 too).
+TEST(Falcon, PredictorFalsePositivesAreNotReadByTheDownProjection) {
+  TinyModelSpec spec = falcon_spec("relu");
+  std::vector<std::vector<uint8_t>> bufs;
+  auto bytes = testing::model_with_predictor(spec, bufs);  // random predictors, threshold 0
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  SparseOptions so;
+  so.use_predictor = true;
+  so.max_union_share = 1.0;
+  auto sparse = SparseFfn::build(*m, so);
+  ASSERT_TRUE(sparse.ok()) << sparse.message();
+  const LlamaHParams& hp = m->hparams();
+  KvCache cache(hp.n_layer, 32, int64_t{hp.n_head_kv} * hp.head_dim);
+  ForwardScratch s;
+  s.sparse = sparse->get();
+  ThreadPool pool(2);
+  std::vector<float> l;
+  const std::vector<int32_t> toks = {1, 5, 9, 3, 22, 7};
+  for (size_t i = 0; i < toks.size(); ++i)  // one token per call: per-token sets
+    ASSERT_TRUE(llama_forward(*m, cache, s, pool, std::span(&toks[i], 1), static_cast<int>(i),
+                              false, &l).ok());
+  const SparseStats& st = s.sparse_scratch.stats;
+  ASSERT_GT(st.computed, 0u);
+  // Random predictors: about half the chosen neurons have a negative gate.
+  EXPECT_LT(st.active, st.computed * 3 / 4);
+  EXPECT_GT(st.active, st.computed / 4);
+  const LlamaLayerWeights& L = m->weights().layers[0];
+  const uint64_t calls = static_cast<uint64_t>(hp.n_layer) * toks.size();
+  const uint64_t pred = rows_bytes(L.fc1, L.fc1.ne1) + rows_bytes(L.fc2, L.fc2.ne1);
+  EXPECT_EQ(st.bytes, calls * pred + st.computed * uint64_t(L.ffn_gate.nb1) +
+                          st.active * uint64_t((*sparse)->down_t(0).nb1));
+}
+
 TEST(Falcon, UnbuiltCombinationsAreClearErrors) {
   {  // GELU is not exactly sparse.
     TinyModel tm(falcon_spec(""));

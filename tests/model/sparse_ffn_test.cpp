@@ -111,7 +111,7 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
           EXPECT_EQ(st.bytes, calls * (gate_all + rows_bytes(L0.ffn_up, L0.ffn_up.ne1) +
                                        rows_bytes(down, down.ne1)));
         } else if (batch == 1) {
-          const uint64_t down_rows = drelu() ? st.active : st.computed;
+          const uint64_t down_rows = st.active;  // the rows of non-zero h
           EXPECT_EQ(st.bytes, calls * gate_all + st.computed * uint64_t(L0.ffn_up.nb1) +
                                   down_rows * uint64_t((*sp)->down_t(0).nb1));
         }
@@ -122,8 +122,11 @@ TEST_P(SparseFfnTypes, ExactReluGivesTheDenseLogits) {
           EXPECT_GT(st.active, 0u);
           EXPECT_LT(st.active, st.fired * 3 / 4);
           EXPECT_GT(st.active_sparsity(), st.sparsity() + 0.1);
+        } else if (share == 1.0) {
+          // ReGLU with thresholds: every fired neuron has h = relu(gate) * up != 0.
+          EXPECT_EQ(st.active, st.fired);
         } else {
-          EXPECT_EQ(st.active, 0u);
+          EXPECT_EQ(st.active, 0u);  // the dense fallback counts none
         }
       }
     }
