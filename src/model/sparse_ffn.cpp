@@ -227,6 +227,8 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
       apply_act(hp, g, dense_up + t * n_cand, n_cand);
       for (int64_t i = 0; i < n_cand; ++i)
         if (!cfire[t * n_cand + i]) g[i] = 0.0f;
+      if (relu_family(hp.ffn_act))  // counted as on the sparse path (SparseStats::active)
+        for (int64_t i = 0; i < n_cand; ++i) sc.stats.active += g[i] != 0.0f;
     }
     ffn_down_dense(L, dense_gate, n_tok, out, pool, in, sc.iota);
     sc.stats.computed += static_cast<uint64_t>(n_tok * n_cand);

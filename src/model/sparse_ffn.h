@@ -81,8 +81,8 @@ struct SparseStats {
   uint64_t computed = 0;       // neurons x tokens computed by up / down (union sets included)
   // ReLU family: neurons x tokens computed whose h is not zero (dReLU: gate AND up positive;
   // with a predictor, not its false positives); the sparse down projection reads only the rows
-  // of neurons some token of the call has there. Counted on the host's sparse path (0 for
-  // SiLU / GELU).
+  // of neurons some token of the call has there. Counted by the host's sparse FFN, dense
+  // fallback included (0 for SiLU / GELU).
   uint64_t active = 0;
   uint64_t dense_batches = 0;  // layer calls that fell back to the dense FFN
   // Hybrid layers (model/device_model.h): neurons x tokens computed on the second device (all
