@@ -13,6 +13,7 @@
 
 #include "core/log.h"
 #include "engine/chat_template.h"
+#include "engine/text_stream.h"
 
 namespace hc {
 
@@ -142,6 +143,85 @@ std::optional<ApiError> check_model(const json& j, const ApiModelInfo& info) {
 std::string error_json(const ApiError& e) {
   json j = {{"error", {{"code", e.status}, {"message", e.message}, {"type", e.type}}}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+namespace {
+
+std::variant<json, ApiError> parse_object(std::string_view body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad_request(std::string("invalid JSON in the request body: ") + e.what());
+  }
+  if (!j.is_object())
+    return bad_request("expected a JSON object as the request body, found " + type_name(j));
+  return j;
+}
+
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::variant<std::string, ApiError> tokenize_response(std::string_view body,
+                                                      const ApiModelInfo& info) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  bool add_special = false, parse_special = true, with_pieces = false;
+  for (auto [key, out] : {std::pair{"add_special", &add_special}, {"parse_special", &parse_special},
+                          {"with_pieces", &with_pieces}})
+    if (auto e = read_bool(j, key, out)) return *e;
+  std::string content;
+  if (auto it = j.find("content"); it != j.end() && !it->is_null()) {
+    if (!it->is_string())
+      return bad_request("'content': expected a string, found " + type_name(*it));
+    content = it->get<std::string>();
+  }
+  const Tokenizer& tok = info.model->tokenizer();
+  const std::vector<int32_t> ids = tok.encode(content, add_special, parse_special);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    const std::string piece = tok.token_to_piece(id, /*special=*/true);
+    json p;
+    if (utf8_valid(piece)) {
+      p = piece;
+    } else {
+      p = json::array();
+      for (unsigned char c : piece) p.push_back(static_cast<int>(c));
+    }
+    tokens.push_back({{"id", id}, {"piece", p}});
+  }
+  return dump_json({{"tokens", tokens}});
+}
+
+std::variant<std::string, ApiError> detokenize_response(std::string_view body,
+                                                        const ApiModelInfo& info) {
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
+  const Tokenizer& tok = info.model->tokenizer();
+  std::string content;
+  if (auto it = j.find("tokens"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      return bad_request("'tokens': expected an array of token ids, found " + type_name(*it));
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& v = (*it)[i];
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= tok.n_vocab())
+        return bad_request("'tokens[" + std::to_string(i) + "]': expected a token id in [0, " +
+                           std::to_string(tok.n_vocab()) + "), found " +
+                           (v.is_number_integer() ? std::to_string(v.get<int64_t>())
+                                                  : type_name(v)));
+      content += tok.token_to_piece(static_cast<int32_t>(v.get<int64_t>()), /*special=*/true);
+    }
+  }
+  return dump_json({{"content", content}});
 }
 
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,

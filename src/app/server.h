@@ -2,6 +2,7 @@
 // continuous-batching Scheduler (engine/scheduler.h).
 //
 //   POST /v1/completions, /v1/chat/completions  (streaming: server-sent events, data: [DONE])
+//   POST /tokenize, /detokenize  (llama.cpp server's)
 //   GET  /v1/models, /health, /metrics (Prometheus text), /  (the web chat page)
 //
 // Request parsing is a pure function (parse_completion_request) so its validation is
@@ -62,6 +63,17 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
 
 // {"error": {"code": status, "message": ..., "type": ...}}
 std::string error_json(const ApiError& e);
+
+// POST /tokenize, as llama.cpp's server: {"content": string, "add_special": bool (false),
+// "parse_special": bool (true), "with_pieces": bool (false)} -> {"tokens": [id, ...]}, or with
+// pieces {"tokens": [{"id": id, "piece": string, or its bytes as numbers when not valid
+// UTF-8}]}. No content: no tokens. The response body, or a 400.
+std::variant<std::string, ApiError> tokenize_response(std::string_view body,
+                                                      const ApiModelInfo& info);
+// POST /detokenize: {"tokens": [id, ...]} -> {"content": the pieces concatenated, special
+// tokens as their text (llama.cpp's tokens_to_str)}; an id outside the vocabulary is a 400.
+std::variant<std::string, ApiError> detokenize_response(std::string_view body,
+                                                        const ApiModelInfo& info);
 
 // What the HTTP server is started with (hotcold serve builds it).
 struct HttpServerConfig {

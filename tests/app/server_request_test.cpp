@@ -1,6 +1,8 @@
 // Request validation of `hotcold serve` (app/server.h) without sockets.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "../model/tiny_model.h"
 #include "app/server.h"
 #include "format/gguf.h"
@@ -123,6 +125,67 @@ TEST_F(ServerRequest, ModelNamesAccepted) {
 TEST(ServerErrorJson, HasTheLlamaCppShapeAndIsValidUtf8) {
   const std::string j = error_json({400, "invalid_request_error", "bad \xFF byte"});
   EXPECT_EQ(j, "{\"error\":{\"code\":400,\"message\":\"bad \xEF\xBF\xBD byte\",\"type\":\"invalid_request_error\"}}");
+}
+
+// POST /tokenize and /detokenize (llama.cpp server's fields and defaults).
+TEST_F(ServerRequest, TokenizeAndDetokenize) {
+  const Tokenizer& tok = model_->tokenizer();
+  auto body = [](const std::variant<std::string, ApiError>& r) {
+    if (auto* e = std::get_if<ApiError>(&r)) {
+      ADD_FAILURE() << e->message;
+      return nlohmann::json();
+    }
+    return nlohmann::json::parse(std::get<std::string>(r));
+  };
+  // Defaults: no BOS (add_special false), special tokens parsed.
+  const std::vector<int32_t> want = tok.encode("abc </s>", false, true);
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(body(tokenize_response(R"({"content": "abc </s>"})", info_))["tokens"]
+                .get<std::vector<int32_t>>(),
+            want);
+  EXPECT_EQ(want.back(), 2);  // </s> parsed as the special token
+  EXPECT_EQ(body(tokenize_response(R"({"content": "abc", "add_special": true})", info_))["tokens"]
+                .get<std::vector<int32_t>>(),
+            tok.encode("abc", true, true));
+  EXPECT_NE(body(tokenize_response(R"({"content": "</s>", "parse_special": false})", info_))
+                ["tokens"].get<std::vector<int32_t>>(),
+            tok.encode("</s>", false, true));
+  EXPECT_EQ(body(tokenize_response(R"({})", info_))["tokens"].size(), 0u);
+  const auto pieces = body(tokenize_response(R"({"content": "abc", "with_pieces": true})", info_));
+  const std::vector<int32_t> ids = tok.encode("abc", false, true);
+  ASSERT_EQ(pieces["tokens"].size(), ids.size());
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(pieces["tokens"][i]["id"].get<int32_t>(), ids[i]);
+    EXPECT_EQ(pieces["tokens"][i]["piece"].get<std::string>(), tok.token_to_piece(ids[i], true));
+    joined += tok.token_to_piece(ids[i], true);
+  }
+  // Detokenize: the pieces concatenated (llama.cpp's tokens_to_str), special tokens as text.
+  nlohmann::json d = {{"tokens", ids}};
+  EXPECT_EQ(body(detokenize_response(d.dump(), info_))["content"].get<std::string>(), joined);
+  EXPECT_EQ(body(detokenize_response(R"({"tokens": [2]})", info_))["content"].get<std::string>(),
+            tok.token_to_piece(2, true));
+  EXPECT_EQ(body(detokenize_response(R"({})", info_))["content"].get<std::string>(), "");
+  // Bad input: a 400 naming the field.
+  struct Case {
+    bool tokenize;
+    const char* body;
+    const char* msg;
+  };
+  for (const Case& c : {Case{true, R"({"content": 5})", "'content': expected a string"},
+                        Case{true, R"({"content": "a", "add_special": "yes"})", "'add_special'"},
+                        Case{true, "not json", "invalid JSON"},
+                        Case{true, "[1]", "expected a JSON object"},
+                        Case{false, R"({"tokens": "abc"})", "'tokens': expected an array"},
+                        Case{false, R"({"tokens": [1, 40]})", "'tokens[1]': expected a token id in [0, 40), found 40"},
+                        Case{false, R"({"tokens": [-1]})", "found -1"},
+                        Case{false, R"({"tokens": [1.5]})", "'tokens[0]'"}}) {
+    const auto r = c.tokenize ? tokenize_response(c.body, info_) : detokenize_response(c.body, info_);
+    const auto* e = std::get_if<ApiError>(&r);
+    ASSERT_NE(e, nullptr) << c.body;
+    EXPECT_EQ(e->status, 400) << c.body;
+    EXPECT_NE(e->message.find(c.msg), std::string::npos) << c.body << ": " << e->message;
+  }
 }
 
 }  // namespace

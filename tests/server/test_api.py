@@ -176,3 +176,30 @@ def test_web_page_served(smollm2_server):
     status, headers, raw = smollm2_server.request("GET", "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert b"<html" in raw.lower() and b"chat/completions" in raw
+
+
+def test_tokenize_and_detokenize(smollm2_server):
+    """llama.cpp server's /tokenize and /detokenize: the CLI's tokens, a byte-exact round trip,
+    pieces that are strings or (not valid UTF-8 on their own) byte lists, and 400s."""
+    text = "Hello world, caf\u00e9 \U0001F600 <|im_start|>"
+    status, body = smollm2_server.json("POST", "/tokenize", {"content": text, "add_special": True})
+    assert status == 200
+    assert body["tokens"] == [int(t) for t in run_cli("tokenize", "-m", SMOLLM2, "-p", text).split()]
+    status, plain = smollm2_server.json("POST", "/tokenize", {"content": text})
+    assert status == 200 and len(plain["tokens"]) >= 8
+    assert 1 in plain["tokens"]  # <|im_start|> parsed as the special token (parse_special)
+    status, back = smollm2_server.json("POST", "/detokenize", {"tokens": plain["tokens"]})
+    assert status == 200 and back == {"content": text}
+    status, pieces = smollm2_server.json("POST", "/tokenize",
+                                         {"content": text, "with_pieces": True})
+    assert status == 200
+    assert [p["id"] for p in pieces["tokens"]] == plain["tokens"]
+    joined = b"".join(p["piece"].encode() if isinstance(p["piece"], str) else bytes(p["piece"])
+                      for p in pieces["tokens"])
+    assert joined == text.encode()
+    assert any(isinstance(p["piece"], list) for p in pieces["tokens"])  # the emoji's bytes
+    for path, req, msg in [("/tokenize", {"content": 3}, "'content': expected a string"),
+                           ("/detokenize", {"tokens": [10 ** 9]}, "'tokens[0]'"),
+                           ("/detokenize", {"tokens": "x"}, "'tokens': expected an array")]:
+        status, err = smollm2_server.json("POST", path, req)
+        assert status == 400 and msg in err["error"]["message"], (path, err)

@@ -40,6 +40,7 @@ struct Server final : HttpServer {
 
   void count(const std::string& path, int status) {
     static const char* kRoutes[] = {"/", "/health", "/metrics", "/v1/models", "/v1/completions",
+                                    "/tokenize", "/detokenize",
                                     "/v1/chat/completions", "/models", "/completions",
                                     "/chat/completions"};
     std::string route = "other";
@@ -287,6 +288,17 @@ struct Server final : HttpServer {
       svr.Post(path, [this](const httplib::Request& q, httplib::Response& s) { handle_completion(q, s, false); });
     for (const char* path : {"/v1/chat/completions", "/chat/completions"})
       svr.Post(path, [this](const httplib::Request& q, httplib::Response& s) { handle_completion(q, s, true); });
+    // llama.cpp server's tokenizer endpoints (no slot, no model run).
+    auto reply = [](httplib::Response& res, std::variant<std::string, ApiError> r) {
+      if (auto* e = std::get_if<ApiError>(&r)) return send_error(res, *e);
+      res.set_content(std::get<std::string>(r), "application/json; charset=utf-8");
+    };
+    svr.Post("/tokenize", [this, reply](const httplib::Request& q, httplib::Response& s) {
+      reply(s, tokenize_response(q.body, info));
+    });
+    svr.Post("/detokenize", [this, reply](const httplib::Request& q, httplib::Response& s) {
+      reply(s, detokenize_response(q.body, info));
+    });
 
     // Anything that reached no handler, or failed inside httplib (413, 400): a JSON error.
     svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
