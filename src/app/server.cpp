@@ -138,15 +138,6 @@ std::optional<ApiError> check_model(const json& j, const ApiModelInfo& info) {
                   "model '" + name + "' not found: this server serves '" + info.id + "'"};
 }
 
-}  // namespace
-
-std::string error_json(const ApiError& e) {
-  json j = {{"error", {{"code", e.status}, {"message", e.message}, {"type", e.type}}}};
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-namespace {
-
 std::variant<json, ApiError> parse_object(std::string_view body) {
   json j;
   try {
@@ -164,6 +155,10 @@ std::string dump_json(const json& j) {
 }
 
 }  // namespace
+
+std::string error_json(const ApiError& e) {
+  return dump_json({{"error", {{"code", e.status}, {"message", e.message}, {"type", e.type}}}});
+}
 
 std::variant<std::string, ApiError> tokenize_response(std::string_view body,
                                                       const ApiModelInfo& info) {
@@ -227,14 +222,9 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body,
 std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_view body,
                                                                    bool chat,
                                                                    const ApiModelInfo& info) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad_request(std::string("invalid JSON in the request body: ") + e.what());
-  }
-  if (!j.is_object())
-    return bad_request("expected a JSON object as the request body, found " + type_name(j));
+  auto parsed = parse_object(body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
+  const json& j = std::get<json>(parsed);
   if (auto e = check_model(j, info)) return *e;
 
   CompletionRequest r;

@@ -163,10 +163,8 @@ void rope_and_store(const LlamaHParams& hp, int il, const Rows& rows, ForwardScr
   for (int64_t t = 0; t < rows.n_tok; ++t) {
     const float* cs = s.rope.data() + t * hp.n_rot;
     const auto rope = hp.rope_neox ? ops::rope_apply_neox : ops::rope_apply;
-    if (hp.rope) {
-      for (int h = 0; h < hp.n_head; ++h) rope(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
-      for (int h = 0; h < hp.n_head_kv; ++h) rope(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
-    }
+    for (int h = 0; h < hp.n_head; ++h) rope(s.q + t * q_dim + h * hp.head_dim, hp.n_rot, cs);
+    for (int h = 0; h < hp.n_head_kv; ++h) rope(s.k + t * kv_dim + h * hp.head_dim, hp.n_rot, cs);
     KvCache& cache = rows.cache_of(t);
     const int pos = rows.pos_of(t);
     // fp32 -> fp16 with round-to-nearest-even (the SIMD row converter gives the same bits).

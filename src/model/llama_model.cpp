@@ -157,7 +157,6 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_epsilon", 0.0f));
     hp.norm = NormKind::kLayer;
     hp.ffn_gated = false;
-    hp.rope = false;
     hp.learned_pos = true;
   } else {
     HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));

@@ -60,13 +60,12 @@ struct LlamaHParams {
   int n_head_kv = 0;
   int n_ff = 0;
   int head_dim = 0;      // n_embd / n_head unless attention.key_length says otherwise
-  int n_rot = 0;         // rotated dimensions per head
+  int n_rot = 0;         // rotated dimensions per head (0: no RoPE; opt's learned positions)
   float rms_eps = 1e-5f;  // the norms' epsilon (RMSNorm, or LayerNorm: layer_norm_epsilon)
   NormKind norm = NormKind::kRms;
   bool parallel_block = false;  // falcon: x += ffn(norm(x)) + attn(norm(x))
   bool rope_neox = false;       // falcon: RoPE rotates (i, i + n_rot/2) pairs
   bool ffn_gated = true;        // false: h = act(gate . x), no up (falcon; see above)
-  bool rope = true;             // false: no RoPE (opt: learned positions, n_rot = 0)
   bool learned_pos = false;     // opt: x = token_embd[t] + position_embd[pos + kOptPosOffset]
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
@@ -90,7 +89,7 @@ struct LlamaHParams {
 // holds hot neurons only (and not those of an FFN with biases: opt).
 inline bool device_blocks_supported(const LlamaHParams& hp) {
   return hp.norm == NormKind::kRms && !hp.parallel_block && !hp.rope_neox && hp.ffn_gated &&
-         hp.rope && !hp.learned_pos;
+         !hp.learned_pos;
 }
 
 struct LlamaLayerWeights {

@@ -166,15 +166,17 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
         sc.mark[j] |= on;
         sc.stats.active += on;
       }
-    n_down = 0;
-    for (int64_t j = 0; j < n_idx; ++j) {
+    // Compact only when some row is all zero (thresholded ReGLU: never, no copy then).
+    const bool all_on = std::find(sc.mark.begin(), sc.mark.end(), uint8_t{0}) == sc.mark.end();
+    n_down = all_on ? n_idx : 0;
+    for (int64_t j = 0; j < n_idx && !all_on; ++j) {
       if (!sc.mark[j]) continue;
       sc.idx[n_down] = sc.idx[j];
       for (int64_t t = 0; t < n_tok; ++t) sc.gs[t * n_idx + n_down] = sc.gs[t * n_idx + j];
       ++n_down;
     }
     // Rows are now n_down apart: pack each token's h to that stride (token 0 is in place).
-    for (int64_t t = 1; t < n_tok; ++t)
+    for (int64_t t = 1; t < n_tok && !all_on; ++t)
       std::memmove(sc.gs.data() + t * n_down, sc.gs.data() + t * n_idx,
                    static_cast<size_t>(n_down) * sizeof(float));
     sc.idx.resize(static_cast<size_t>(n_down));

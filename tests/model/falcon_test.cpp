@@ -31,17 +31,10 @@ TinyModelSpec falcon_spec(const char* activation, bool norm2 = false) {
   return spec;
 }
 
+const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4};
+
 std::vector<float> logits(const LlamaModel& m, const SparseFfn* sparse) {
-  const LlamaHParams& hp = m.hparams();
-  const std::vector<int32_t> toks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4};
-  KvCache cache(hp.n_layer, 32, int64_t{hp.n_head_kv} * hp.head_dim);
-  ForwardScratch s;
-  s.sparse = sparse;
-  ThreadPool pool(2);
-  std::vector<float> l;
-  const Status st = llama_forward(m, cache, s, pool, toks, 0, true, &l);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return l;
+  return testing::prompt_logits(m, sparse, kToks, 32);
 }
 
 std::string load_error(std::vector<uint8_t>& bytes) {

@@ -35,15 +35,7 @@ TinyModelSpec opt_spec() {
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4};
 
 std::vector<float> logits(const LlamaModel& m, const SparseFfn* sparse) {
-  const LlamaHParams& hp = m.hparams();
-  KvCache cache(hp.n_layer, 16, int64_t{hp.n_head_kv} * hp.head_dim);
-  ForwardScratch s;
-  s.sparse = sparse;
-  ThreadPool pool(2);
-  std::vector<float> l;
-  const Status st = llama_forward(m, cache, s, pool, kToks, 0, true, &l);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return l;
+  return testing::prompt_logits(m, sparse, kToks, 16);
 }
 
 // ---- the scalar reference (F32 weights read as they are stored) ----
@@ -143,7 +135,7 @@ TEST(Opt, BindsLearnedPositionsBiasesAndTiedOutput) {
   const LlamaHParams& hp = m->hparams();
   EXPECT_EQ(hp.norm, NormKind::kLayer);
   EXPECT_FALSE(hp.parallel_block);
-  EXPECT_FALSE(hp.rope);
+  EXPECT_EQ(hp.n_rot, 0);  // no RoPE
   EXPECT_TRUE(hp.learned_pos);
   EXPECT_FALSE(hp.ffn_gated);
   EXPECT_EQ(hp.ffn_act, FfnActivation::kRelu);

@@ -1,8 +1,10 @@
-// Builds a tiny random LLaMA-architecture GGUF in memory for model/engine tests.
+// Builds a tiny random LLaMA-architecture (or falcon / opt) GGUF in memory for model/engine
+// tests.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -12,7 +14,9 @@
 #include <memory>
 
 #include "format/gguf.h"
+#include "model/llama_forward.h"
 #include "model/llama_model.h"
+#include "model/sparse_ffn.h"
 #include "ops/cpu/cpu_device.h"
 #include "quant/quant.h"
 
@@ -155,6 +159,21 @@ inline std::shared_ptr<const LlamaModel> load_tiny(std::vector<uint8_t>& bytes, 
   auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
   EXPECT_TRUE(m.ok()) << m.message();
   return m.ok() ? *m : nullptr;
+}
+
+// Logits of every position of `toks`, one prompt batch from position 0 on a fresh KV cache of
+// n_ctx positions (host only; sparse may be null for the dense FFN).
+inline std::vector<float> prompt_logits(const LlamaModel& m, const SparseFfn* sparse,
+                                        std::span<const int32_t> toks, int n_ctx) {
+  const LlamaHParams& hp = m.hparams();
+  KvCache cache(hp.n_layer, n_ctx, int64_t{hp.n_head_kv} * hp.head_dim);
+  ForwardScratch s;
+  s.sparse = sparse;
+  ThreadPool pool(2);
+  std::vector<float> l;
+  const Status st = llama_forward(m, cache, s, pool, toks, 0, true, &l);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return l;
 }
 
 // Largest |a[i] - b[i]| (sizes must match) and largest |v[i]|: logits comparisons.

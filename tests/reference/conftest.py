@@ -85,6 +85,15 @@ def hotcold_bin() -> Path:
     return b
 
 
+@pytest.fixture(scope="session")
+def synth_bin(hotcold_bin) -> Path:
+    """hc-synth-model is built beside hotcold (tools/synth/CMakeLists.txt)."""
+    b = Path(os.environ.get("HC_SYNTH_BIN", hotcold_bin.parent / "hc-synth-model"))
+    if not b.is_file():
+        pytest.fail(f"{b} not found: build the hc-synth-model target (or set HC_SYNTH_BIN)")
+    return b
+
+
 class HotcoldError(AssertionError):
     pass
 

@@ -49,7 +49,6 @@ identical on all decisive prompts.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -92,15 +91,6 @@ GREEDY_PROMPTS = [
 
 
 # ---- fixtures ----------------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def synth_bin(hotcold_bin) -> Path:
-    """hc-synth-model is built beside hotcold (tools/synth/CMakeLists.txt)."""
-    b = Path(os.environ.get("HC_SYNTH_BIN", hotcold_bin.parent / "hc-synth-model"))
-    if not b.is_file():
-        pytest.fail(f"{b} not found: build the hc-synth-model target (or set HC_SYNTH_BIN)")
-    return b
-
 
 @pytest.fixture(scope="module")
 def model(synth_bin, tmp_path_factory):

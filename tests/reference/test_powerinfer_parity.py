@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -96,15 +95,6 @@ CASE_IDS = [f"{n}-{m}" + ("" if r == n else f"-vs-{r}") for n, m, r in CASES]
 @pytest.fixture(scope="module")
 def goldens() -> dict:
     return _goldens()
-
-
-@pytest.fixture(scope="module")
-def synth_bin(hotcold_bin) -> Path:
-    """hc-synth-model is built beside hotcold (tools/synth/CMakeLists.txt)."""
-    b = Path(os.environ.get("HC_SYNTH_BIN", hotcold_bin.parent / "hc-synth-model"))
-    if not b.is_file():
-        pytest.fail(f"{b} not found: build the hc-synth-model target (or set HC_SYNTH_BIN)")
-    return b
 
 
 @pytest.fixture(scope="module")

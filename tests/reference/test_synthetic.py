@@ -16,7 +16,6 @@ With u16 = 2^-11 (~4.9e-4), fp16's relative rounding step:
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -44,15 +43,6 @@ PROMPTS = {
     "long": "Once upon a time, there was a little girl named Lily. She loved to play outside "
             "in the park, caf\u00e9 \u4f60\u597d.",
 }
-
-
-@pytest.fixture(scope="session")
-def synth_bin(hotcold_bin) -> Path:
-    """hc-synth-model is built beside hotcold (tools/synth/CMakeLists.txt)."""
-    b = Path(os.environ.get("HC_SYNTH_BIN", hotcold_bin.parent / "hc-synth-model"))
-    if not b.is_file():
-        pytest.fail(f"{b} not found: build the hc-synth-model target (or set HC_SYNTH_BIN)")
-    return b
 
 
 @pytest.fixture(scope="module", params=["f32", "f16"])
