@@ -39,9 +39,9 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
   dev.matmul(d.wv, ds.xb, n_tok, ds.v);
   const float ts = model.rope_theta_scale();
   dev.rope(ds.q, n_tok, hp.n_head, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
-           ds.dm().rope_freqs());
+           ds.dm().rope_freqs(), hp.rope_neox);
   dev.rope(ds.k, n_tok, hp.n_head_kv, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
-           ds.dm().rope_freqs());
+           ds.dm().rope_freqs(), hp.rope_neox);
   dev.kv_store(ds.k, ds.v, n_tok, pos0, kv_dim, ds.n_ctx(), ds.k_cache(il), ds.v_cache(il));
   const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, ds.n_ctx()};
   dev.attention(ds.q, ds.k_cache(il), ds.v_cache(il), pos0, n_tok, shape,

@@ -149,10 +149,13 @@ class Device {
                        float eps) = 0;
   // y [n_tok, w.ne1] = x [n_tok, w.ne0] W^T, any supported weight type.
   virtual void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) = 0;
-  // RoPE (ggml "normal" mode, adjacent pairs) in place on x [n_tok, n_head * head_dim]; row t
-  // is at position pos0 + t. theta_scale = base^(-2/n_rot); freq_factors: [n_rot/2] or null.
+  // RoPE in place on x [n_tok, n_head * head_dim]; row t is at position pos0 + t. theta_scale =
+  // base^(-2/n_rot); freq_factors: [n_rot/2] or null. Pairs rotated: adjacent (x[2i], x[2i+1])
+  // (ggml's "normal" mode, llama), or with neox (x[i], x[i + n_rot/2]) (NeoX mode: qwen,
+  // falcon), as ops::rope_apply / ops::rope_apply_neox.
   virtual void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                    float theta_scale, float freq_scale, const float* freq_factors) = 0;
+                    float theta_scale, float freq_scale, const float* freq_factors,
+                    bool neox) = 0;
   // Stores n_tok rows of k and v [n_tok, kv_dim] at positions pos0.. of one layer's cache:
   //   k_cache: [n_ctx, kv_dim] fp16; v_cache_t: [kv_dim, n_ctx] fp16 (V transposed).
   virtual void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
@@ -168,6 +171,17 @@ class Device {
   virtual void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) = 0;
   // y[i] += x[i]
   virtual void add(float* y, const float* x, int64_t n) = 0;
+  // y[t * n + i] += b[i] for n_tok rows (a bias on every row: qwen2's Q/K/V biases).
+  virtual void add_rows(float* y, const float* b, int64_t n_tok, int64_t n) = 0;
+  // Row gather: dst[j] = src[idx[j]] for j < n, rows of `width` floats (a mixture-of-experts
+  // layer's inputs of the tokens routed to one expert). idx: n int32 in device memory.
+  virtual void get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                        int64_t width) = 0;
+  // Scaled row scatter: dst[idx[j]] = src[j] * scale[j] for j < n, rows of `width` floats, one
+  // fp32 product per element (ggml_mul: an expert's output times its router weight). idx: n
+  // distinct int32 and scale: n floats, in device memory.
+  virtual void set_rows_scaled(float* dst, const float* src, const int32_t* idx,
+                               const float* scale, int64_t n, int64_t width) = 0;
 
   // The FFN over the neurons this device holds, as compact matrices (row j = the device's
   // j-th neuron): gate, up [n_sub rows, n_embd]; down_t [n_sub rows, n_embd] (the transposed

@@ -3,7 +3,7 @@
 // FFN matrices that disagree, a RoPE past the head, a malformed weight) is skipped, writes
 // nothing, and is reported by the next sync(), naming the operation (the first such error since
 // the last sync(); later ones are dropped); the error is reported once and the device keeps
-// working. Every device kind runs these.
+// working. An empty operation is no error. Every device kind runs these.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -113,11 +113,84 @@ TEST_F(DeviceErrors, RopeOutsideTheHeadOrBeforePositionZeroIsReportedBySync) {
   const int n_head = 2, head_dim = 64;
   const auto x = randn(static_cast<size_t>(n_head * head_dim), 41);
   auto dx = to_device(dev, x);
-  dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim + 2, 0, 0.5f, 1.0f, nullptr);
-  expect_reported({"rope", "n_rot"});
-  dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim, -1, 0.5f, 1.0f, nullptr);
-  expect_reported({"rope", "pos0"});
+  for (bool neox : {false, true}) {
+    dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim + 2, 0, 0.5f, 1.0f, nullptr, neox);
+    expect_reported({"rope", "n_rot"});
+    dev->rope(dx->as<float>(), 1, n_head, head_dim, head_dim, -1, 0.5f, 1.0f, nullptr, neox);
+    expect_reported({"rope", "pos0"});
+  }
   EXPECT_EQ(from_device<float>(dev, dx->as<void>(), x.size()), x);
+}
+
+// The row operations (add_rows, get_rows, set_rows_scaled; rope's x too): a null pointer of a
+// non-empty operation is reported and nothing is written; an empty one (n, width or n_tok <= 0)
+// does nothing and is no error, whatever its pointers (an expert no token was routed to).
+TEST_F(DeviceErrors, RowOpsWithNullPointersAreReportedBySync) {
+  const int64_t n = 2, width = 70;
+  const auto src = randn(static_cast<size_t>(n * width), 61);
+  const std::vector<int32_t> idx = {1, 0};
+  const std::vector<float> scale = {0.5f, 2.0f};
+  auto dsrc = to_device(dev, src);
+  auto didx = to_device(dev, idx);
+  auto dscale = to_device(dev, scale);
+  const std::vector<float> sentinel(static_cast<size_t>(n * width), 42.0f);
+  auto dst = to_device(dev, sentinel);
+  float* d = dst->as<float>();
+  const float* s = dsrc->as<float>();
+  const int32_t* i = didx->as<int32_t>();
+  const float* sc = dscale->as<float>();
+  dev->add_rows(d, nullptr, n, width);
+  expect_reported({"add_rows", "b is null"});
+  dev->add_rows(nullptr, s, n, width);
+  expect_reported({"add_rows", "y is null"});
+  dev->get_rows(d, s, nullptr, n, width);
+  expect_reported({"get_rows", "idx is null"});
+  dev->get_rows(d, nullptr, i, n, width);
+  expect_reported({"get_rows", "src is null"});
+  dev->get_rows(nullptr, s, i, n, width);
+  expect_reported({"get_rows", "dst is null"});
+  dev->set_rows_scaled(d, s, i, nullptr, n, width);
+  expect_reported({"set_rows_scaled", "scale is null"});
+  dev->set_rows_scaled(d, s, nullptr, sc, n, width);
+  expect_reported({"set_rows_scaled", "idx is null"});
+  dev->set_rows_scaled(nullptr, s, i, sc, n, width);
+  expect_reported({"set_rows_scaled", "dst is null"});
+  dev->rope(nullptr, 1, 2, 64, 64, 0, 0.5f, 1.0f, nullptr, true);
+  expect_reported({"rope", "x is null"});
+  EXPECT_EQ(from_device<float>(dev, dst->as<void>(), sentinel.size()), sentinel);
+}
+
+TEST_F(DeviceErrors, EmptyRowOpsDoNothing) {
+  const int64_t width = 70;
+  const auto src = randn(static_cast<size_t>(2 * width), 62);
+  const std::vector<int32_t> idx = {1, 0};
+  const std::vector<float> scale = {0.5f, 2.0f};
+  auto dsrc = to_device(dev, src);
+  auto didx = to_device(dev, idx);
+  auto dscale = to_device(dev, scale);
+  const std::vector<float> sentinel(static_cast<size_t>(2 * width), 42.0f);
+  auto dst = to_device(dev, sentinel);
+  float* d = dst->as<float>();
+  const float* s = dsrc->as<float>();
+  const int32_t* i = didx->as<int32_t>();
+  const float* sc = dscale->as<float>();
+  for (int64_t empty : {int64_t{0}, int64_t{-1}, int64_t{-1000}}) {
+    dev->add_rows(d, s, empty, width);
+    dev->add_rows(d, s, 2, empty);
+    dev->get_rows(d, s, i, empty, width);
+    dev->get_rows(d, s, i, 2, empty);
+    dev->set_rows_scaled(d, s, i, sc, empty, width);
+    dev->set_rows_scaled(d, s, i, sc, 2, empty);
+    // Empty with null pointers.
+    dev->add_rows(nullptr, nullptr, empty, width);
+    dev->get_rows(nullptr, nullptr, nullptr, empty, width);
+    dev->set_rows_scaled(nullptr, nullptr, nullptr, nullptr, 2, empty);
+    dev->rope(nullptr, empty, 2, 64, 64, 0, 0.5f, 1.0f, nullptr, true);
+    dev->rope(d, 1, static_cast<int>(empty), 64, 64, 0, 0.5f, 1.0f, nullptr, true);
+    const Status st = dev->sync();
+    EXPECT_TRUE(st.ok()) << "empty " << empty << ": " << st.message();
+  }
+  EXPECT_EQ(from_device<float>(dev, dst->as<void>(), sentinel.size()), sentinel);
 }
 
 TEST_F(DeviceErrors, MalformedWeightsAreReportedBySync) {

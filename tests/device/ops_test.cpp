@@ -1,6 +1,7 @@
 // The row-wise and element-wise operations and attention of every device against the CPU
-// references of ops/cpu (rmsnorm, rope_cache + rope_apply, attention_one, swiglu / reglu), with
-// odd sizes and token counts, plus the queued host <-> device copies.
+// references of ops/cpu (rmsnorm, rope_cache + rope_apply / rope_apply_neox, attention_one,
+// swiglu / reglu), with odd sizes and token counts, plus the queued host <-> device copies.
+// (The mixture-of-experts row operations: moe_ops_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,9 +46,10 @@ TEST_F(DeviceOps, RmsnormMatchesHost) {
   }
 }
 
-// RoPE on [n_tok, n_head * head_dim] against rope_cache + rope_apply per head.
+// RoPE on [n_tok, n_head * head_dim] against rope_cache + rope_apply (or, neox,
+// rope_apply_neox) per head. The CPU device runs those very functions: bit for bit there.
 void check_rope(ops::Device* dev, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                bool factors) {
+                bool factors, bool neox = false) {
   const float theta_scale = std::pow(10000.0f, -2.0f / n_rot), freq_scale = 0.75f;
   const auto x = randn(static_cast<size_t>(n_tok * n_head * head_dim), 21 + pos0);
   std::vector<float> ff(static_cast<size_t>(n_rot / 2));
@@ -55,7 +57,7 @@ void check_rope(ops::Device* dev, int64_t n_tok, int n_head, int head_dim, int n
   auto dx = to_device(dev, x);
   auto dff = to_device(dev, ff);
   dev->rope(dx->as<float>(), n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale,
-            factors ? dff->as<float>() : nullptr);
+            factors ? dff->as<float>() : nullptr, neox);
   check(dev->sync(), "rope");
   const auto got = from_device<float>(dev, dx->as<void>(), x.size());
   std::vector<float> cs(static_cast<size_t>(n_rot)), ref = x;
@@ -64,16 +66,20 @@ void check_rope(ops::Device* dev, int64_t n_tok, int n_head, int head_dim, int n
                     pos0 + t);
     for (int h = 0; h < n_head; ++h) {
       float* r = ref.data() + (t * n_head + h) * head_dim;
-      ops::rope_apply(r, n_rot, cs.data());
+      (neox ? ops::rope_apply_neox : ops::rope_apply)(r, n_rot, cs.data());
       const float* g = got.data() + (t * n_head + h) * head_dim;
       for (int i = 0; i < head_dim; ++i) {
         // Same angle bit for bit (same float recurrence); a GPU's sincos is within 2 ulp and
         // glibc's within 1, an ulp being at most 2 u relative: 6 u of each term, plus the
-        // roundings of the rotation, doubled: 16 u of the pair's magnitude.
-        const int p = i & ~1;
-        const double mag = i < n_rot ? std::fabs(r[p]) + std::fabs(r[p + 1]) : 0.0;
-        ASSERT_NEAR(g[i], r[i], 16 * kU * mag)
-            << "t " << t << " head " << h << " i " << i << " n_rot " << n_rot << " pos0 " << pos0;
+        // roundings of the rotation, doubled: 16 u of the pair's magnitude. The pair of i:
+        // (p, p + 1) with p = i & ~1, or NeoX (p, p + n_rot/2) with p = i mod n_rot/2.
+        const int half = n_rot / 2;
+        const int p = neox ? (half > 0 ? i % half : 0) : i & ~1;
+        const int q = neox ? p + half : p + 1;
+        const double mag = i < n_rot ? std::fabs(r[p]) + std::fabs(r[q]) : 0.0;
+        const double tol = dev->kind() == ops::DeviceKind::kCpu ? 0.0 : 16 * kU * mag;
+        ASSERT_NEAR(g[i], r[i], tol) << "t " << t << " head " << h << " i " << i << " n_rot "
+                                     << n_rot << " pos0 " << pos0 << " neox " << neox;
       }
     }
   }
@@ -84,6 +90,16 @@ TEST_F(DeviceOps, RopeMatchesHost) {
   check_rope(dev, 3, 8, 128, 128, 1000, false);
   check_rope(dev, 17, 2, 128, 64, 5, true);  // partial rotation: dims >= n_rot untouched
   check_rope(dev, 5, 3, 80, 80, 30000, true);
+}
+
+// NeoX mode (qwen, falcon): pairs half the rotated dimensions apart, the same angles.
+TEST_F(DeviceOps, RopeNeoxMatchesHost) {
+  check_rope(dev, 1, 4, 64, 64, 0, false, true);
+  check_rope(dev, 3, 8, 128, 128, 1000, false, true);
+  check_rope(dev, 17, 2, 128, 64, 5, true, true);  // partial rotation: dims >= n_rot untouched
+  check_rope(dev, 5, 3, 80, 80, 30000, true, true);
+  check_rope(dev, 2, 14, 64, 64, 7, false, true);   // qwen2-0.5b's 14 heads of 64
+  check_rope(dev, 1, 3, 96, 32, 123, false, true);  // 16 pairs: half a workgroup
 }
 
 TEST_F(DeviceOps, KvStoreRoundsToNearestEvenAtItsPositions) {

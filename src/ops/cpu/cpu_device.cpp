@@ -236,7 +236,7 @@ class CpuDevice final : public Device {
     });
   }
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-            float theta_scale, float freq_scale, const float* freq_factors) override {
+            float theta_scale, float freq_scale, const float* freq_factors, bool neox) override {
     if (!ok("rope", check::rope(n_rot, head_dim, pos0)) || n_tok <= 0 || n_head <= 0 ||
         !ok("rope", check::nulls({{"x", x}})))
       return;
@@ -244,9 +244,9 @@ class CpuDevice final : public Device {
       cs_.resize(static_cast<size_t>(n_rot));
       for (int64_t t = 0; t < n_tok; ++t) {
         ops::rope_cache(cs_.data(), n_rot, theta_scale, freq_scale, freq_factors, pos0 + t);
+        const auto apply = neox ? ops::rope_apply_neox : ops::rope_apply;
         for (int h = 0; h < n_head; ++h)
-          ops::rope_apply(x + t * int64_t{n_head} * head_dim + int64_t{h} * head_dim, n_rot,
-                          cs_.data());
+          apply(x + t * int64_t{n_head} * head_dim + int64_t{h} * head_dim, n_rot, cs_.data());
       }
     });
   }
@@ -286,6 +286,38 @@ class CpuDevice final : public Device {
   void add(float* y, const float* x, int64_t n) override {
     if (n <= 0 || !ok("add", check::nulls({{"y", y}, {"x", x}}))) return;
     enqueue([=] { ops::add_inplace(y, x, n); });
+  }
+  void add_rows(float* y, const float* b, int64_t n_tok, int64_t n) override {
+    if (n <= 0 || n_tok <= 0 || !ok("add_rows", check::nulls({{"y", y}, {"b", b}}))) return;
+    enqueue([=] {
+      for (int64_t t = 0; t < n_tok; ++t) ops::add_inplace(y + t * n, b, n);
+    });
+  }
+  void get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                int64_t width) override {
+    if (n <= 0 || width <= 0 ||
+        !ok("get_rows", check::nulls({{"dst", dst}, {"src", src}, {"idx", idx}})))
+      return;
+    enqueue([=] {
+      for (int64_t j = 0; j < n; ++j)
+        std::memcpy(dst + j * width, src + int64_t{idx[j]} * width,
+                    static_cast<size_t>(width) * sizeof(float));
+    });
+  }
+  void set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
+                       int64_t n, int64_t width) override {
+    if (n <= 0 || width <= 0 ||
+        !ok("set_rows_scaled",
+            check::nulls({{"dst", dst}, {"src", src}, {"idx", idx}, {"scale", scale}})))
+      return;
+    enqueue([=] {
+      for (int64_t j = 0; j < n; ++j) {
+        float* d = dst + int64_t{idx[j]} * width;
+        const float* x = src + j * width;
+        const float w = scale[j];
+        for (int64_t i = 0; i < width; ++i) d[i] = x[i] * w;
+      }
+    });
   }
   void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                      const TensorView& down_t, const float* x, int64_t n_tok, float threshold,

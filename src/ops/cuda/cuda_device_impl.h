@@ -68,13 +68,18 @@ class CudaDevice final : public Device {
                float eps) override;
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-            float theta_scale, float freq_scale, const float* freq_factors) override;
+            float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
   void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,
                 fp16_t* k_cache, fp16_t* v_cache_t) override;
   void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
   void add(float* y, const float* x, int64_t n) override;
+  void add_rows(float* y, const float* b, int64_t n_tok, int64_t n) override;
+  void get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                int64_t width) override;
+  void set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
+                       int64_t n, int64_t width) override;
   void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                      const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
                      GluKind kind, float* out) override;

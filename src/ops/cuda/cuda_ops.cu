@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ops/checks/device_checks.h"
 #include "ops/cuda/cuda_device_impl.h"
 #include "ops/cuda/kernels.h"
 
@@ -32,14 +33,13 @@ void CudaDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n_t
 }
 
 void CudaDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                      float theta_scale, float freq_scale, const float* freq_factors) {
+                      float theta_scale, float freq_scale, const float* freq_factors, bool neox) {
   select();
-  if (n_rot < 0 || n_rot > head_dim || pos0 < 0) {
-    fail("rope", "n_rot " + std::to_string(n_rot) + " must be in [0, head_dim " +
-                     std::to_string(head_dim) + "] and pos0 " + std::to_string(pos0) + " >= 0");
-    return;
-  }
-  launch_rope(x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors,
+  if (std::string e = device_checks::rope(n_rot, head_dim, pos0); !e.empty())
+    return fail("rope", e);
+  if (n_tok <= 0 || n_head <= 0) return;  // as the CPU device: nothing to rotate, no error
+  if (std::string e = device_checks::nulls({{"x", x}}); !e.empty()) return fail("rope", e);
+  launch_rope(x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors, neox,
               stream_);
   check_launch("rope");
 }
@@ -98,6 +98,40 @@ void CudaDevice::add(float* y, const float* x, int64_t n) {
   select();
   launch_add(y, x, n, stream_);
   check_launch("add");
+}
+
+// The checks below are the CPU device's (cpu_device.cpp), in its order: an empty operation does
+// nothing, even with null pointers; a null pointer of a non-empty one is reported here rather
+// than as an illegal address, which would end the CUDA context.
+void CudaDevice::add_rows(float* y, const float* b, int64_t n_tok, int64_t n) {
+  if (n <= 0 || n_tok <= 0) return;
+  if (std::string e = device_checks::nulls({{"y", y}, {"b", b}}); !e.empty())
+    return fail("add_rows", e);
+  select();
+  launch_add_rows(y, b, n_tok, n, stream_);
+  check_launch("add_rows");
+}
+
+void CudaDevice::get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                          int64_t width) {
+  if (n <= 0 || width <= 0) return;
+  if (std::string e = device_checks::nulls({{"dst", dst}, {"src", src}, {"idx", idx}}); !e.empty())
+    return fail("get_rows", e);
+  select();
+  launch_get_rows(dst, src, idx, n, width, stream_);
+  check_launch("get_rows");
+}
+
+void CudaDevice::set_rows_scaled(float* dst, const float* src, const int32_t* idx,
+                                 const float* scale, int64_t n, int64_t width) {
+  if (n <= 0 || width <= 0) return;
+  if (std::string e =
+          device_checks::nulls({{"dst", dst}, {"src", src}, {"idx", idx}, {"scale", scale}});
+      !e.empty())
+    return fail("set_rows_scaled", e);
+  select();
+  launch_set_rows_scaled(dst, src, idx, scale, n, width, stream_);
+  check_launch("set_rows_scaled");
 }
 
 // ---- matmul -----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-// Row-wise and element-wise kernels (rmsnorm, rope, kv_store, glu, add) and the two kernels
-// the profile measures with (an empty kernel, a streaming read).
+// Row-wise and element-wise kernels (rmsnorm, rope, kv_store, glu, add, add_rows, and the row
+// gather / scaled scatter of mixture-of-experts layers) and the two kernels the profile
+// measures with (an empty kernel, a streaming read).
 #include <cuda_fp16.h>
 
 #include "ops/cuda/cuda_common.cuh"
@@ -41,9 +42,11 @@ __global__ void rmsnorm_kernel(float* out, const float* x, const float* w, int64
 }
 
 // One thread per (token, head, pair i): theta_i = pos * theta_scale^i by ggml's float
-// recurrence, divided by freq_factors[i], scaled; the pair rotated as ops::rope_apply.
+// recurrence, divided by freq_factors[i], scaled; the pair (x[2i], x[2i + 1]) rotated as
+// ops::rope_apply, or with neox (x[i], x[i + n_rot/2]) as ops::rope_apply_neox.
 __global__ void rope_kernel(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                            float theta_scale, float freq_scale, const float* freq_factors) {
+                            float theta_scale, float freq_scale, const float* freq_factors,
+                            bool neox) {
   const int n_pair = n_rot / 2;
   const int64_t n = n_tok * n_head * n_pair;
   for (int64_t i = thread_index(); i < n; i += thread_stride()) {
@@ -55,10 +58,11 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int n_head, int head_dim, i
     const float ff = freq_factors ? freq_factors[pair] : 1.0f;
     float s, c;
     sincosf(freq_scale * (theta / ff), &s, &c);
-    float* p = x + th * head_dim + 2 * pair;
-    const float x0 = p[0], x1 = p[1];
+    float* p = x + th * head_dim + (neox ? pair : 2 * pair);
+    const int gap = neox ? n_pair : 1;  // the pair's second element
+    const float x0 = p[0], x1 = p[gap];
     p[0] = fmaf(x0, c, -__fmul_rn(x1, s));
-    p[1] = fmaf(x0, s, __fmul_rn(x1, c));
+    p[gap] = fmaf(x0, s, __fmul_rn(x1, c));
   }
 }
 
@@ -89,6 +93,28 @@ __global__ void ungated_relu_kernel(float* h, int64_t n_rows, int64_t n, const u
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += thread_stride()) y[i] += x[i];
+}
+
+__global__ void add_rows_kernel(float* y, const float* b, int64_t n_tok, int64_t n) {
+  for (int64_t i = thread_index(); i < n_tok * n; i += thread_stride()) y[i] += b[i % n];
+}
+
+// One thread per element of the n rows: dst[j] = src[idx[j]], a plain copy.
+__global__ void get_rows_kernel(float* dst, const float* src, const int32_t* idx, int64_t n,
+                                int64_t width) {
+  for (int64_t e = thread_index(); e < n * width; e += thread_stride()) {
+    const int64_t j = e / width, i = e % width;
+    dst[e] = src[static_cast<int64_t>(idx[j]) * width + i];
+  }
+}
+
+// dst[idx[j]] = src[j] * scale[j], one rounded product (__fmul_rn: never fused into anything).
+__global__ void set_rows_scaled_kernel(float* dst, const float* src, const int32_t* idx,
+                                       const float* scale, int64_t n, int64_t width) {
+  for (int64_t e = thread_index(); e < n * width; e += thread_stride()) {
+    const int64_t j = e / width, i = e % width;
+    dst[static_cast<int64_t>(idx[j]) * width + i] = __fmul_rn(src[e], scale[j]);
+  }
 }
 
 __global__ void empty_kernel() {}
@@ -122,12 +148,12 @@ void launch_rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, i
 }
 
 void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                 float theta_scale, float freq_scale, const float* freq_factors,
+                 float theta_scale, float freq_scale, const float* freq_factors, bool neox,
                  cudaStream_t stream) {
+  if (n_tok <= 0 || n_head <= 0 || n_rot < 2) return;
   const int64_t n = n_tok * n_head * (n_rot / 2);
-  if (n <= 0) return;
   rope_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors);
+      x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors, neox);
 }
 
 void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
@@ -155,6 +181,24 @@ void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t*
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
   if (n <= 0) return;
   add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(y, x, n);
+}
+
+void launch_add_rows(float* y, const float* b, int64_t n_tok, int64_t n, cudaStream_t stream) {
+  if (n_tok <= 0 || n <= 0) return;
+  add_rows_kernel<<<grid_for(n_tok * n, kThreads), kThreads, 0, stream>>>(y, b, n_tok, n);
+}
+
+void launch_get_rows(float* dst, const float* src, const int32_t* idx, int64_t n, int64_t width,
+                     cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  get_rows_kernel<<<grid_for(n * width, kThreads), kThreads, 0, stream>>>(dst, src, idx, n, width);
+}
+
+void launch_set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
+                            int64_t n, int64_t width, cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  set_rows_scaled_kernel<<<grid_for(n * width, kThreads), kThreads, 0, stream>>>(dst, src, idx,
+                                                                                 scale, n, width);
 }
 
 void launch_empty(cudaStream_t stream) { empty_kernel<<<1, 1, 0, stream>>>(); }

@@ -75,7 +75,7 @@ void launch_sum_partials(const float* part, int n_split, int64_t n, float* out,
 void launch_rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n, float eps,
                     cudaStream_t stream);
 void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                 float theta_scale, float freq_scale, const float* freq_factors,
+                 float theta_scale, float freq_scale, const float* freq_factors, bool neox,
                  cudaStream_t stream);
 void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
                      int n_ctx, uint16_t* k_cache, uint16_t* v_cache_t, cudaStream_t stream);
@@ -85,6 +85,14 @@ void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStrea
 void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t* fire,
                          int64_t ld_fire, float threshold, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+// y[t * n + i] += b[i] for t < n_tok.
+void launch_add_rows(float* y, const float* b, int64_t n_tok, int64_t n, cudaStream_t stream);
+// Rows of width floats: dst[j] = src[idx[j]] (get_rows), dst[idx[j]] = src[j] * scale[j]
+// (set_rows_scaled), j < n.
+void launch_get_rows(float* dst, const float* src, const int32_t* idx, int64_t n, int64_t width,
+                     cudaStream_t stream);
+void launch_set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
+                            int64_t n, int64_t width, cudaStream_t stream);
 
 // attention.cu: causal grouped-query attention, q/out [n_tok, n_head * head_dim].
 constexpr int kMaxHeadDim = 512;

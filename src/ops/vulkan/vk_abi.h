@@ -107,14 +107,15 @@ struct RmsnormPC {
 };
 static_assert(sizeof(RmsnormPC) == 40);
 
-// rope ("elements" grid over n_tok * n_head * (n_rot / 2) pairs): ggml's normal mode on
-// x [n_tok, n_head * head_dim] in place; pair i of head h of token t rotates elements 2i, 2i+1
-// by angle (pos0 + t) * theta_scale^i * freq_scale / (freq_factors ? freq_factors[i] : 1).
+// rope ("elements" grid over n_tok * n_head * (n_rot / 2) pairs): in place on
+// x [n_tok, n_head * head_dim]; pair i of head h of token t rotates elements 2i, 2i+1 (neox 0:
+// ggml's normal mode) or i, i + n_rot/2 (neox 1: NeoX mode) by angle
+// (pos0 + t) * theta_scale^i * freq_scale / (freq_factors ? freq_factors[i] : 1).
 struct RopePC {
   uint64_t x, freq_factors;
   int32_t n_tok, n_head, head_dim, n_rot, pos0;
   float theta_scale, freq_scale;
-  int32_t pad;
+  int32_t neox;
 };
 static_assert(sizeof(RopePC) == 48);
 
@@ -127,7 +128,8 @@ struct KvStorePC {
 static_assert(sizeof(KvStorePC) == 48);
 
 // glu ("elements" grid over n): gate[i] = act(gate[i]) * up[i] (glu_kind as matvec).
-// add ("elements" grid over n): y[i] += x[i].
+// add ("elements" grid over n): y[i] += x[n_row > 0 ? i % n_row : i] (n_row > 0: add_rows, a
+// row of n_row floats added to every row of y).
 struct GluPC {
   uint64_t gate, up;
   int64_t n;
@@ -136,9 +138,21 @@ struct GluPC {
 static_assert(sizeof(GluPC) == 32);
 struct AddPC {
   uint64_t y, x;
-  int64_t n;
+  int64_t n, n_row;
 };
-static_assert(sizeof(AddPC) == 24);
+static_assert(sizeof(AddPC) == 32);
+
+// rows ("elements" grid over n * width): row copies for a mixture-of-experts layer, rows of
+// width floats:
+//   dst[drow(j) * width + i] = src[srow(j) * width + i] (* scale[j] when scale != 0)
+// for j < n, with srow(j) = src_idx ? src_idx[j] : j and drow(j) = dst_idx ? dst_idx[j] : j.
+// get_rows: src_idx, no scale (a plain copy, bit for bit); set_rows_scaled: dst_idx and scale
+// (one fp32 product per element).
+struct RowsPC {
+  uint64_t dst, src, src_idx, dst_idx, scale;
+  int64_t n, width;
+};
+static_assert(sizeof(RowsPC) == 56);
 
 // attention (grid (n_head, n_tok, 1), one workgroup per query head h and token t): causal
 // grouped-query attention of ops/device.h with the host's arithmetic (ops/cpu/attention.cpp):

@@ -262,6 +262,7 @@ enum Pipe : int {
   kAttention,
   kReadProbe,
   kQuantize,
+  kRows,
   kPipes
 };
 
@@ -271,8 +272,8 @@ const char* kWTypeNames[kVkWTypes] = {"f32", "f16", "bf16", "q4_0", "q4_1",
 std::string pipe_name(int p) {
   if (p < kDown0) return std::string("matvec_") + kWTypeNames[(p - kMatvec0) % kVkWTypes];
   if (p < kRmsnorm) return std::string("down_") + kWTypeNames[(p - kDown0) % kVkWTypes];
-  static const char* rest[] = {"rmsnorm", "rope", "kv_store", "glu", "add", "attention",
-                               "read_probe", "quantize"};
+  static const char* rest[] = {"rmsnorm",   "rope",       "kv_store", "glu", "add",
+                               "attention", "read_probe", "quantize", "rows"};
   return rest[p - kRmsnorm];
 }
 
@@ -353,13 +354,18 @@ class VulkanDevice final : public Device {
                float eps) override;
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-            float theta_scale, float freq_scale, const float* freq_factors) override;
+            float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
   void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,
                 fp16_t* k_cache, fp16_t* v_cache_t) override;
   void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
   void add(float* y, const float* x, int64_t n) override;
+  void add_rows(float* y, const float* b, int64_t n_tok, int64_t n) override;
+  void get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                int64_t width) override;
+  void set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
+                       int64_t n, int64_t width) override;
   void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                      const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
                      GluKind kind, float* out) override;
@@ -1216,13 +1222,16 @@ void VulkanDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n
 }
 
 void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                        float theta_scale, float freq_scale, const float* freq_factors) {
+                        float theta_scale, float freq_scale, const float* freq_factors, bool neox) {
   if (!usable("rope")) return;
   if (std::string e = device_checks::rope(n_rot, head_dim, pos0); !e.empty())
     return fail("rope", e);
   if (n_rot % 2 != 0) return fail("rope", "n_rot " + std::to_string(n_rot) + " must be even");
+  // As the CPU device: nothing to rotate is no error; a null x would fault the device.
+  if (n_tok <= 0 || n_head <= 0) return;
+  if (std::string e = device_checks::nulls({{"x", x}}); !e.empty()) return fail("rope", e);
   RopePC pc{addr_of(x), addr_of(freq_factors), static_cast<int32_t>(n_tok), n_head, head_dim,
-            n_rot, pos0, theta_scale, freq_scale, 0};
+            n_rot, pos0, theta_scale, freq_scale, neox ? 1 : 0};
   dispatch("rope", kRope, &pc, sizeof pc, elem_groups(n_tok * n_head * (n_rot / 2)));
 }
 
@@ -1255,15 +1264,46 @@ void VulkanDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t
 }
 
 void VulkanDevice::glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) {
-  if (!usable("glu")) return;
+  if (!usable("glu") || n_tok <= 0 || n <= 0) return;
   GluPC pc{addr_of(gate), addr_of(up), n_tok * n, static_cast<int>(kind), 0};
   dispatch("glu", kGlu, &pc, sizeof pc, elem_groups(n_tok * n));
 }
 
 void VulkanDevice::add(float* y, const float* x, int64_t n) {
-  if (!usable("add")) return;
-  AddPC pc{addr_of(y), addr_of(x), n};
+  if (!usable("add") || n <= 0) return;  // (a negative n would size a huge grid)
+  AddPC pc{addr_of(y), addr_of(x), n, 0};
   dispatch("add", kAdd, &pc, sizeof pc, elem_groups(n));
+}
+
+// The checks below are the CPU device's (cpu_device.cpp), in its order, so that every kind
+// reports the same: an empty operation does nothing, even with null pointers; a null pointer
+// of a non-empty one is an error (here it would fault the device).
+void VulkanDevice::add_rows(float* y, const float* b, int64_t n_tok, int64_t n) {
+  if (!usable("add_rows") || n <= 0 || n_tok <= 0) return;
+  if (std::string e = device_checks::nulls({{"y", y}, {"b", b}}); !e.empty())
+    return fail("add_rows", e);
+  AddPC pc{addr_of(y), addr_of(b), n_tok * n, n};
+  dispatch("add_rows", kAdd, &pc, sizeof pc, elem_groups(n_tok * n));
+}
+
+void VulkanDevice::get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
+                            int64_t width) {
+  if (!usable("get_rows") || n <= 0 || width <= 0) return;
+  if (std::string e = device_checks::nulls({{"dst", dst}, {"src", src}, {"idx", idx}}); !e.empty())
+    return fail("get_rows", e);
+  RowsPC pc{addr_of(dst), addr_of(src), addr_of(idx), 0, 0, n, width};
+  dispatch("get_rows", kRows, &pc, sizeof pc, elem_groups(n * width));
+}
+
+void VulkanDevice::set_rows_scaled(float* dst, const float* src, const int32_t* idx,
+                                   const float* scale, int64_t n, int64_t width) {
+  if (!usable("set_rows_scaled") || n <= 0 || width <= 0) return;
+  if (std::string e =
+          device_checks::nulls({{"dst", dst}, {"src", src}, {"idx", idx}, {"scale", scale}});
+      !e.empty())
+    return fail("set_rows_scaled", e);
+  RowsPC pc{addr_of(dst), addr_of(src), 0, addr_of(idx), addr_of(scale), n, width};
+  dispatch("set_rows_scaled", kRows, &pc, sizeof pc, elem_groups(n * width));
 }
 
 uint64_t VulkanDevice::matvec_groups(int64_t n_rows, int64_t n_tok) const {

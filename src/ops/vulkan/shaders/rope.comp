@@ -1,8 +1,9 @@
 #version 450
-// rope (vk_abi.h RopePC; "elements" grid over n_tok * n_head * (n_rot / 2) pairs): ggml's
-// normal mode in place on x [n_tok, n_head * head_dim]. Invocation i owns pair p = i % (n_rot/2)
-// of head h of token t (i / (n_rot/2) = t * n_head + h) and rotates elements 2p, 2p + 1 of
-// that head (elements past n_rot are left alone).
+// rope (vk_abi.h RopePC; "elements" grid over n_tok * n_head * (n_rot / 2) pairs): in place on
+// x [n_tok, n_head * head_dim]. Invocation i owns pair p = i % (n_rot/2) of head h of token t
+// (i / (n_rot/2) = t * n_head + h) and rotates elements 2p, 2p + 1 of that head (ggml's normal
+// mode, ops::rope_apply) or p, p + n_rot/2 (neox: NeoX mode, ops::rope_apply_neox); elements
+// past n_rot are left alone. Both modes take the same angle for pair p.
 //
 // The angle is the host's (ops::rope_cache) float for float: theta = float(pos0 + t), multiplied
 // by theta_scale p times in sequence (ggml's recurrence, not pow), then
@@ -19,7 +20,7 @@ layout(push_constant) uniform PC {
   uint64_t x, freq_factors;
   int n_tok, n_head, head_dim, n_rot, pos0;
   float theta_scale, freq_scale;
-  int pad;
+  int neox;
 } pc;
 
 void main() {
@@ -39,10 +40,13 @@ void main() {
   float s, c;
   hc_sincos(ang, s, c);
 
-  const uint64_t p = pc.x + off4(int64_t(th) * pc.head_dim + 2 * pair);
-  const float x0 = FloatRef(p).v[0], x1 = FloatRef(p).v[1];
+  // The pair's two elements: adjacent, or half the rotated dimensions apart (NeoX).
+  const int i0 = pc.neox != 0 ? pair : 2 * pair;
+  const int gap = pc.neox != 0 ? n_pair : 1;
+  const uint64_t p = pc.x + off4(int64_t(th) * pc.head_dim + i0);
+  const float x0 = FloatRef(p).v[0], x1 = FloatRef(p).v[gap];
   precise float y0 = fma(x0, c, -(x1 * s));
   precise float y1 = fma(x0, s, x1 * c);
   FloatRef(p).v[0] = y0;
-  FloatRef(p).v[1] = y1;
+  FloatRef(p).v[gap] = y1;
 }
