@@ -300,25 +300,33 @@ Status bench(const BenchFlags& fl) {
   if (const DeviceModel* dm = session.device_model()) {
     const ops::Device& dev = dm->device();
     const SparseStats& st = session.sparse_stats();
-    const double dev_share = st.device_computed + st.computed
+    // The share of the FFN's work on the device: of the computed neurons, or of the routed
+    // experts (a mixture of experts).
+    const bool moe = model->hparams().is_moe();
+    const double dev_share = moe ? session.moe_stats().device_share()
+                             : st.device_computed + st.computed
                                  ? double(st.device_computed) / double(st.device_computed + st.computed)
                                  : 0.0;
     if (f.json) {
       std::printf(", \"device\": {\"name\": %s, \"charged_mib\": %.1f, \"charged_bytes\": %llu, "
                   "\"measured_mib\": %.1f, "
-                  "\"budget_mib\": %.1f, \"attn_layers\": %d, \"hot_neurons\": %lld, "
-                  "\"device_neuron_share\": %.4f}",
+                  "\"budget_mib\": %.1f, \"attn_layers\": %d, \"%s\": %lld, "
+                  "\"%s\": %.4f}",
                   json_string(dev.name()).c_str(), dev.charged_bytes() / 1048576.0,
                   static_cast<unsigned long long>(dev.charged_bytes()),
                   dev.measured_bytes() / 1048576.0,
                   dev.budget_bytes() == UINT64_MAX ? -1.0 : dev.budget_bytes() / 1048576.0,
-                  dm->n_attn_layers(), static_cast<long long>(dm->n_hot_neurons()), dev_share);
+                  dm->n_attn_layers(), moe ? "experts" : "hot_neurons",
+                  static_cast<long long>(moe ? dm->n_experts() : dm->n_hot_neurons()),
+                  moe ? "device_route_share" : "device_neuron_share", dev_share);
     } else {
-      std::printf("\n| device | charged MiB | measured MiB | attention layers | FFN neurons on device | computed neurons on device |\n"
+      std::printf("\n| device | charged MiB | measured MiB | attention layers | %s on device | %s on device |\n"
                   "|---|---|---|---|---|---|\n| %s | %.1f | %.1f | %d | %lld | %.1f%% |\n",
+                  moe ? "experts" : "FFN neurons", moe ? "routed experts" : "computed neurons",
                   dev.name().c_str(), dev.charged_bytes() / 1048576.0,
                   dev.measured_bytes() / 1048576.0, dm->n_attn_layers(),
-                  static_cast<long long>(dm->n_hot_neurons()), 100.0 * dev_share);
+                  static_cast<long long>(moe ? dm->n_experts() : dm->n_hot_neurons()),
+                  100.0 * dev_share);
     }
   }
   if (sparse) {  // over every test and repetition above

@@ -52,8 +52,9 @@ Result<sparse::PlanResult> solve(const PlanFlags& f, const sparse::PlanInput& in
 }
 
 void print_plan(const sparse::PlanInput& in, const sparse::PlanResult& r, uint64_t budget) {
-  std::printf("| layer | attention | hot neurons | firing mass on device | device MiB | predicted ms |\n"
-              "|---:|---|---:|---:|---:|---:|\n");
+  std::printf("| layer | attention | hot %s | %s mass on device | device MiB | predicted ms |\n"
+              "|---:|---|---:|---:|---:|---:|\n",
+              r.plan.experts ? "experts" : "neurons", r.plan.experts ? "routing" : "firing");
   for (int il = 0; il < in.n_layer(); ++il) {
     const sparse::LayerTime& t = r.prediction.layers[static_cast<size_t>(il)];
     const sparse::LayerPlacement& lp = r.plan.layers[static_cast<size_t>(il)];
@@ -83,6 +84,12 @@ Status plan(const PlanFlags& f) {
   mf.sparse_ffn = true;
   mf.sparse_gate = f.predictor;
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
+  const bool moe = model->hparams().is_moe();
+  if (moe) {  // experts are placed whole and run as run loads them (no sparse FFN layouts)
+    model.reset();
+    mf.sparse_ffn = mf.sparse_gate = false;
+    HC_ASSIGN_OR_RETURN(model, load_model_logged(mf));
+  }
   HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(f.stats));
   HC_TRY(stats.check_matches(model->hparams()).with_context("--stats '" + f.stats + "'"));
   const uint64_t budget = gib_to_bytes(f.device.vram_budget_gib);
@@ -96,12 +103,20 @@ Status plan(const PlanFlags& f) {
   if (f.sync_us >= 0) hw.sync_us = f.sync_us;
   HC_LOG_INFO("hardware: host %.1f GB/s, %s %.1f GB/s, link %.1f GB/s, op %.1f us, sync %.1f us",
               hw.host_gbps, dev->name().c_str(), hw.dev_gbps, hw.link_gbps, hw.op_us, hw.sync_us);
-  HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
-                      plan_input_for(*model, stats, hw, *dev, n_ctx, f.predictor));
-  HC_LOG_INFO("plan: %d layers x %lld neurons in granules of %d, solver %s (ILP time limit %.3g s)",
-              in.n_layer(), static_cast<long long>(in.n_ff()), f.granule, f.solver.c_str(),
-              f.time_limit);
-  HC_ASSIGN_OR_RETURN(sparse::PlanResult r, solve(f, in, budget));
+  sparse::PlanInput in;
+  PlanFlags fs = f;
+  if (moe) {
+    if (f.predictor) return Status::Error("--predictor: a mixture-of-experts model places experts");
+    HC_ASSIGN_OR_RETURN(in, moe_plan_input_for(*model, &stats, hw, *dev, n_ctx));
+    fs.granule = 1;  // whole experts
+  } else {
+    HC_ASSIGN_OR_RETURN(in, plan_input_for(*model, stats, hw, *dev, n_ctx, f.predictor));
+  }
+  HC_LOG_INFO("plan: %d layers x %lld %s in granules of %d, solver %s (ILP time limit %.3g s)",
+              in.n_layer(), static_cast<long long>(in.n_ff()), moe ? "experts" : "neurons",
+              fs.granule, f.solver.c_str(), f.time_limit);
+  HC_ASSIGN_OR_RETURN(sparse::PlanResult r, solve(fs, in, budget));
+  r.plan.experts = moe;
   HC_ASSIGN_OR_RETURN(r.plan.model_id, sparse::file_identity(f.model.model));
   HC_ASSIGN_OR_RETURN(r.plan.stats_id, sparse::file_identity(f.stats));
   print_plan(in, r, budget);

@@ -68,6 +68,23 @@ void print_table(const ActStats& st) {
   std::printf("\n");
 }
 
+// Mixture of experts: how skewed each layer's routing is.
+void print_expert_table(const ActStats& st) {
+  std::printf(
+      "# experts: routing per layer; topN%%: share of the %d experts (most routed first) that "
+      "takes N%% of the routings; max: the most routed expert's share of the tokens\n",
+      st.n_expert());
+  std::printf("%5s %8s %8s %8s %8s %8s\n", "layer", "max", "top50%", "top80%", "top90%", "top99%");
+  for (int il = 0; il < st.n_layer(); ++il) {
+    const std::vector<float>& c = st.expert_count(il);
+    const double top = c.empty() ? 0 : *std::max_element(c.begin(), c.end());
+    std::printf("%5d %7.2f%%", il,
+                st.n_tokens() ? 100 * top / static_cast<double>(st.n_tokens()) : 0.0);
+    for (int k = 0; k < 4; ++k) std::printf(" %7.2f%%", 100 * st.experts_covering(il, kCoverMass[k]));
+    std::printf("\n");
+  }
+}
+
 // The firing CDF of every layer: neurons sorted by firing count, most frequent first.
 LinePlot cdf_plot(const ActStats& st, const std::string& model_name) {
   LinePlot p;
@@ -131,12 +148,14 @@ Status profile(const ProfileFlags& f) {
   sp.n_ctx = n_ctx;
   sp.n_batch = std::max(f.model.batch, n_ctx);
   Session session(model, sp);
-  ActStats stats(hp.n_layer, hp.n_ff, hp.ffn_act);
+  // A mixture of experts: the neurons of every expert, and each layer's routing.
+  const int64_t n_neurons = int64_t{hp.n_ff} * std::max(hp.n_expert, 1);
+  ActStats stats(hp.n_layer, n_neurons, hp.ffn_act, hp.n_expert);
   const double t0 = now_seconds();
   int n_calib_chunks = 0;
   if (!relu) {
     n_calib_chunks = std::min(n_chunk, (f.calib_tokens + n_ctx - 1) / n_ctx);
-    ActStats calib(hp.n_layer, hp.n_ff, hp.ffn_act);
+    ActStats calib(hp.n_layer, n_neurons, hp.ffn_act, hp.n_expert);
     calib.set_counting(false);
     session.set_ffn_observer(&calib);
     Status st = eval_corpus_chunks(session, tokens, n_ctx, n_calib_chunks, "calibrate");
@@ -159,6 +178,7 @@ Status profile(const ProfileFlags& f) {
   else
     std::printf("fires when |act| > threshold (sparsity target %.2f)\n", sparsity);
   print_table(stats);
+  if (hp.is_moe()) print_expert_table(stats);
   std::printf("tokens: %llu (%d chunks of %d)", static_cast<unsigned long long>(stats.n_tokens()),
               n_chunk, n_ctx);
   if (!relu) std::printf(", calibration: %d tokens in %.2f s", n_calib_chunks * n_ctx, t1 - t0);

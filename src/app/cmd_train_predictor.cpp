@@ -318,6 +318,10 @@ Status train_predictor(const TrainFlags& f) {
   {
     HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
     const LlamaHParams hp = model->hparams();
+    if (hp.is_moe())
+      return Status::Error("train-predictor: this " + hp.arch + " model's FFN is " +
+                           std::to_string(hp.n_expert) + " routed experts: its router already "
+                           "predicts which run (activation predictors are for dense FFNs)");
     n_layer = hp.n_layer;
     HC_ASSIGN_OR_RETURN(std::vector<float> thresholds, firing_thresholds(f, hp));
     HC_ASSIGN_OR_RETURN(auto sampler, collect(f, std::move(model), thresholds));

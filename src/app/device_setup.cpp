@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "app/plan_input.h"
 #include "core/log.h"
@@ -36,6 +37,11 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
               "device (default: unpaced)");
   p.add_string("--plan-cache", &f->plan_cache,
                "directory of cached plans (default ~/.cache/hotcold/plans)");
+  p.add_int("-ncmoe,--n-cpu-moe", &f->n_cpu_moe,
+            "mixture of experts with -ngl: keep the experts of the first N layers on the host "
+            "(llama.cpp's meaning)");
+  p.add_flag("-cmoe,--cpu-moe", &f->cpu_moe,
+             "mixture of experts with -ngl: keep every layer's experts on the host");
 }
 
 namespace {
@@ -62,41 +68,60 @@ int dense_layers_that_fit(const LlamaModel& model, const ops::Device& dev, int n
   return n;
 }
 
-// The plan for a sparse FFN under a budget: --plan, or the planner's (cached) for --stats.
+// The plan under a budget: --plan, or the planner's (cached) for --stats: hot neurons of a sparse
+// FFN, or whole experts of a mixture-of-experts model (sparse null; without --stats planned for
+// uniform routing).
 Result<sparse::PlacementPlan> plan_for(const DeviceFlags& f, const SparseFlags& sf,
                                        const std::string& model_path,
-                                       const LlamaModel& model, const SparseFfn& sparse,
+                                       const LlamaModel& model, const SparseFfn* sparse,
                                        ops::Device& dev, int n_ctx, uint64_t budget) {
   const LlamaHParams& hp = model.hparams();
+  const bool moe = hp.is_moe();
+  const int64_t units = moe ? hp.n_expert : hp.n_ff;
   if (!f.plan.empty()) {
     HC_ASSIGN_OR_RETURN(sparse::PlacementPlan plan, sparse::read_plan(f.plan));
-    HC_TRY(plan.check_matches(hp.n_layer, hp.n_ff).with_context("--plan '" + f.plan + "'"));
+    HC_TRY(plan.check_matches(hp.n_layer, units, moe).with_context("--plan '" + f.plan + "'"));
     return plan;
   }
-  if (sf.stats.empty())
+  if (sf.stats.empty() && !moe)
     return Status::Error("--vram-budget with a sparse FFN needs --stats STATS.gguf (activation "
                          "statistics from hotcold profile) or --plan PLAN.gguf");
   HC_ASSIGN_OR_RETURN(std::string model_id, sparse::file_identity(model_path));
-  HC_ASSIGN_OR_RETURN(std::string stats_id, sparse::file_identity(sf.stats));
+  std::string stats_id = "uniform routing";
+  if (!sf.stats.empty()) {
+    HC_ASSIGN_OR_RETURN(stats_id, sparse::file_identity(sf.stats));
+  }
   const std::string extra = "ctx=" + std::to_string(n_ctx) + ";device=" + dev.name() +
-                            (sparse.use_predictor() ? ";predictor" : ";thresholds");
+                            (moe                       ? ";experts"
+                             : sparse->use_predictor() ? ";predictor"
+                                                       : ";thresholds");
   const std::string dir = f.plan_cache.empty() ? default_plan_cache() : f.plan_cache;
   const std::string path = sparse::plan_cache_path(dir, model_id, stats_id, budget, extra);
   auto cached = sparse::read_plan(path);
-  if (cached.ok() && cached->check_matches(hp.n_layer, hp.n_ff).ok() &&
+  if (cached.ok() && cached->check_matches(hp.n_layer, units, moe).ok() &&
       sparse::check_plan_identity(*cached, model_id, stats_id, budget).ok()) {
     HC_LOG_INFO("placement plan: cached %s (%s, predicted %.1f tok/s)", path.c_str(),
                 cached->solver.c_str(), cached->predicted_tok_s);
     return std::move(*cached);
   }
-  HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(sf.stats));
-  HC_TRY(stats.check_matches(hp).with_context("--stats '" + sf.stats + "'"));
+  std::optional<ActStats> stats;
+  if (!sf.stats.empty()) {
+    HC_ASSIGN_OR_RETURN(ActStats st, ActStats::read(sf.stats));
+    HC_TRY(st.check_matches(hp).with_context("--stats '" + sf.stats + "'"));
+    stats = std::move(st);
+  }
   HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(dev, model));
-  HC_ASSIGN_OR_RETURN(sparse::PlanInput in,
-                      plan_input_for(model, stats, hw, dev, n_ctx, sparse.use_predictor()));
+  sparse::PlanInput in;
+  if (moe) {
+    HC_ASSIGN_OR_RETURN(in, moe_plan_input_for(model, stats ? &*stats : nullptr, hw, dev, n_ctx));
+  } else {
+    HC_ASSIGN_OR_RETURN(in, plan_input_for(model, *stats, hw, dev, n_ctx, sparse->use_predictor()));
+  }
   sparse::PlannerOptions po;
   po.budget_bytes = budget;
+  if (moe) po.granule = 1;  // one expert is already a large unit
   HC_ASSIGN_OR_RETURN(sparse::PlanResult r, sparse::plan_best(in, po));
+  r.plan.experts = moe;
   r.plan.model_id = model_id;
   r.plan.stats_id = stats_id;
   HC_LOG_INFO("placement plan: %s won (predicted %.1f tok/s)", r.solver.c_str(),
@@ -166,9 +191,20 @@ Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                          std::to_string(f.n_gpu_layers));
   if (f.vram_budget_gib >= 0 && !std::isfinite(f.vram_budget_gib))
     return Status::Error("--vram-budget: expected GiB >= 0");
-  if (!f.plan.empty() && !sparse)
+  const bool moe = model.hparams().is_moe();
+  if (!f.plan.empty() && !sparse && !moe)
     return Status::Error("--plan places hot neurons of the sparse FFN: add --sparse (or "
                          "--predictor / --sparsity)");
+  if ((f.n_cpu_moe != 0 || f.cpu_moe) && !moe)
+    return Status::Error("--n-cpu-moe / --cpu-moe keep experts on the host: " +
+                         model.hparams().arch + " has no experts (a dense FFN)");
+  if ((f.n_cpu_moe != 0 || f.cpu_moe) && f.n_gpu_layers == 0)
+    return Status::Error("--n-cpu-moe / --cpu-moe go with -ngl (the layers offloaded, whose "
+                         "experts they keep on the host); with --vram-budget the planner "
+                         "chooses the experts");
+  if (f.n_cpu_moe < 0)
+    return Status::Error("--n-cpu-moe: expected a non-negative layer count, found " +
+                         std::to_string(f.n_cpu_moe));
   if (f.device_threads < 1 || f.device_threads > 512)
     return Status::Error("--device-threads: expected 1..512, found " +
                          std::to_string(f.device_threads));
@@ -176,13 +212,14 @@ Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
   HC_ASSIGN_OR_RETURN(std::shared_ptr<ops::Device> dev, open_device_from_flags(f, budget));
   DevicePlacement p;
   p.n_gpu_layers = f.n_gpu_layers;
-  if (sparse && (f.vram_budget_gib >= 0 || !f.plan.empty()) && f.n_gpu_layers == 0) {
+  p.n_cpu_moe = f.cpu_moe ? model.hparams().n_layer : f.n_cpu_moe;
+  if ((sparse || moe) && (f.vram_budget_gib >= 0 || !f.plan.empty()) && f.n_gpu_layers == 0) {
     HC_ASSIGN_OR_RETURN(sparse::PlacementPlan plan,
-                        plan_for(f, sf, model_path, model, *sparse, *dev, n_ctx, budget ? budget
+                        plan_for(f, sf, model_path, model, sparse, *dev, n_ctx, budget ? budget
                                                                             : dev->budget_bytes()));
     for (const sparse::LayerPlacement& lp : plan.layers) {
       p.attn.push_back(lp.attn_on_device);
-      p.hot.push_back(lp.hot);
+      (moe ? p.experts : p.hot).push_back(lp.hot);
     }
   } else if (!sparse && f.vram_budget_gib >= 0 && f.n_gpu_layers == 0) {
     p.n_gpu_layers = dense_layers_that_fit(model, *dev, n_ctx, budget);

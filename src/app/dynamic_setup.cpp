@@ -83,12 +83,12 @@ Result<std::shared_ptr<DynamicSparsity>> attach_dynamic(Session& session, const 
                                                         const SparseFfn* sparse, DeviceModel* dm,
                                                         const std::string& stats_path) {
   if (!f.enabled()) return std::shared_ptr<DynamicSparsity>();
-  if (!sparse)
+  if (!sparse && !session.model().hparams().is_moe())
     return Status::Error(std::string(f.dynamic ? "--dynamic" : f.migrate ? "--migrate" : "--dyn-watch") +
                          " needs a sparse FFN (--sparsity S --stats FILE, --sparse or --predictor)");
   HC_ASSIGN_OR_RETURN(DynamicOptions opt, dynamic_options(f));
   HC_ASSIGN_OR_RETURN(std::unique_ptr<DynamicSparsity> dyn,
-                      DynamicSparsity::create(session.model(), *sparse, dm, opt));
+                      DynamicSparsity::create(session.model(), sparse, dm, opt));
   if (!stats_path.empty()) {
     HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(stats_path));
     HC_TRY(dyn->seed(stats));

@@ -23,11 +23,15 @@ template <typename Bytes>
 uint64_t layer_sum(const LlamaModel& model, int il, bool ffn_too, Bytes bytes) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   uint64_t b = 0;
-  for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo})
+  for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
+                              &L.bo, &L.attn_q_norm, &L.attn_k_norm})
     if (!t->empty()) b += bytes(*t);
-  if (ffn_too)
-    for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down})
+  if (ffn_too) {
+    for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp})
       if (!t->empty()) b += bytes(*t);
+    for (const LlamaLayerWeights::Expert& E : L.experts)
+      b += bytes(E.gate) + bytes(E.up) + bytes(E.down);
+  }
   return b;
 }
 
@@ -76,10 +80,61 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.op_us = dp.op_us;
   hw.sync_us = dp.sync_us;
   hw.dev_overhead_bytes = dev.overhead_bytes();
-  hw.dev_fixed_bytes = DeviceSession::scratch_bytes(dev, model, kForwardUbatch,
-                                                    device_blocks_supported(model.hparams()),
-                                                    false, true, false);
+  const bool attn = device_blocks_supported(model.hparams());
+  hw.dev_fixed_bytes =
+      model.hparams().is_moe()
+          ? DeviceSession::moe_scratch_bytes(dev, model, kForwardUbatch, attn, false)
+          : DeviceSession::scratch_bytes(dev, model, kForwardUbatch, attn, false, true, false);
   return hw;
+}
+
+Result<std::vector<double>> expert_probabilities(const LlamaHParams& hp, const ActStats* stats,
+                                                 int il) {
+  if (!stats)
+    return std::vector<double>(static_cast<size_t>(hp.n_expert),
+                               static_cast<double>(hp.n_expert_used) / hp.n_expert);
+  return sparse::fire_probabilities(stats->expert_count(il), stats->n_tokens());
+}
+
+Result<sparse::PlanInput> moe_plan_input_for(const LlamaModel& model, const ActStats* stats,
+                                             const sparse::HardwareProfile& hw,
+                                             const ops::Device& dev, int n_ctx) {
+  const LlamaHParams& hp = model.hparams();
+  if (!hp.is_moe()) return Status::Error("moe_plan_input_for: not a mixture-of-experts model");
+  if (stats) HC_TRY(stats->check_matches(hp));
+  sparse::PlanInput in;
+  in.hw = hw;
+  in.n_embd = hp.n_embd;
+  in.device_reads_all_hot = false;  // the device computes its experts a token routes to
+  // Per layer on the device: the route lists and x copied in, per routed expert gather, gate,
+  // up, glu, down, scatter, and the outputs copied out (hybrid_forward's hybrid_moe_ffn).
+  in.ffn_device_ops = 5 + 6 * hp.n_expert_used;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
+    const LlamaLayerWeights::Expert& E = L.experts[0];  // every expert has its shapes and types
+    sparse::LayerCosts c;
+    c.attn_bytes = layer_attn_bytes(model, il);
+    c.attn_store_bytes = layer_attn_store_bytes(model, dev, il);
+    c.kv_read_bytes = layer_kv_bytes(model, n_ctx) / 2;  // a half-full context on average
+    c.kv_bytes = DeviceSession::kv_layer_bytes(dev, hp, n_ctx);
+    c.neuron_bytes = bytes_of(E.gate) + bytes_of(E.up) + bytes_of(E.down);
+    // DeviceModel::place_experts uploads each expert's three matrices.
+    c.hot_store_bytes = [d = &dev, E](int64_t n) {
+      return static_cast<uint64_t>(n) * (d->weight_bytes(E.gate, E.gate.ne1) +
+                                         d->weight_bytes(E.up, E.up.ne1) +
+                                         d->weight_bytes(E.down, E.down.ne1));
+    };
+    c.host_neuron_bytes = c.neuron_bytes;  // a routed host expert is read whole
+    c.host_cold_bytes = 0;
+    c.host_fixed_bytes = bytes_of(L.ffn_gate_inp) + bytes_of(L.ffn_norm);  // the router
+    c.attn_placeable = device_blocks_supported(hp);
+    HC_ASSIGN_OR_RETURN(c.fire_prob, expert_probabilities(hp, stats, il));
+    in.layers.push_back(std::move(c));
+  }
+  const LlamaWeights& W = model.weights();
+  in.other_s = static_cast<double>(bytes_of(W.output)) / (hw.host_gbps * 1e9);
+  HC_TRY(in.validate());
+  return in;
 }
 
 Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats& stats,

@@ -36,4 +36,17 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
                                          const sparse::HardwareProfile& hw,
                                          const ops::Device& dev, int n_ctx, bool predictor);
 
+// Per-layer routing probabilities of a mixture-of-experts model's experts: tokens routed to each
+// / tokens, from a profile's expert counts; without statistics (null) uniform, n_expert_used /
+// n_expert each.
+Result<std::vector<double>> expert_probabilities(const LlamaHParams& hp, const ActStats* stats,
+                                                 int il);
+
+// The planner's input for a mixture-of-experts model, each expert one unit (whole experts on the
+// device, `hot` lists of the plan are experts): fire_prob = expert_probabilities, neuron_bytes =
+// an expert's gate, up and down (read whole when routed, on either side), the router on the host.
+Result<sparse::PlanInput> moe_plan_input_for(const LlamaModel& model, const ActStats* stats,
+                                             const sparse::HardwareProfile& hw,
+                                             const ops::Device& dev, int n_ctx);
+
 }  // namespace hc

@@ -65,7 +65,11 @@ void Session::set_dynamic(std::shared_ptr<DynamicSparsity> dyn) {
   sc.thresholds = nullptr;
   sc.predictor_thresholds = nullptr;
   sc.monitor = nullptr;
-  if (dynamic_) dynamic_->attach(sc);
+  scratch_.moe.monitor = nullptr;
+  if (dynamic_) {
+    dynamic_->attach(sc);
+    dynamic_->attach(scratch_.moe);
+  }
 }
 
 void Session::truncate(int n) {

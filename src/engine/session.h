@@ -50,6 +50,8 @@ class Session {
     scratch_.sparse = sparse_.get();
   }
   const SparseStats& sparse_stats() const { return scratch_.sparse_scratch.stats; }
+  // Mixture-of-experts layers' counters (all zero for a dense model).
+  const MoeStats& moe_stats() const { return scratch_.moe.stats; }
   // Runs the layers `dm` places on its device there (hybrid / offloaded inference), with a KV
   // cache and buffers for this session on that device (charged to its budget); null: the host
   // only. The session keeps `dm` alive.

@@ -32,9 +32,11 @@ std::string layer_tensor(int il, const char* what) {
 
 }  // namespace
 
-ActStats::ActStats(int n_layer, int64_t n_ff, FfnActivation act)
-    : n_layer_(n_layer), n_ff_(n_ff), act_(act) {
-  HC_CHECK(n_layer > 0 && n_ff > 0);
+ActStats::ActStats(int n_layer, int64_t n_ff, FfnActivation act, int n_expert)
+    : n_layer_(n_layer), n_ff_(n_ff), act_(act), n_expert_(n_expert) {
+  HC_CHECK(n_layer > 0 && n_ff > 0 && n_expert >= 0 && (n_expert == 0 || n_ff % n_expert == 0));
+  expert_n_.assign(static_cast<size_t>(n_layer), std::vector<uint64_t>(static_cast<size_t>(n_expert), 0));
+  expert_f_.assign(static_cast<size_t>(n_layer), std::vector<float>(static_cast<size_t>(n_expert), 0.0f));
   const auto L = static_cast<size_t>(n_layer);
   const auto F = static_cast<size_t>(n_ff);
   thresholds_.assign(L, 0.0f);
@@ -96,40 +98,68 @@ double ActStats::bin_upper(int b) const {
   return b == n_bins_ - 1 ? INFINITY : static_cast<double>(edges_[static_cast<size_t>(b - 1)]);
 }
 
+void ActStats::count_tokens(int il, int64_t n_tok) {
+  if (il != 0) return;  // every forward call visits layer 0 once with all its tokens
+  n_tokens_hist_ += static_cast<uint64_t>(n_tok);
+  if (counting_) n_tokens_ += static_cast<uint64_t>(n_tok);
+}
+
 void ActStats::on_ffn_activation(int il, const float* act, int64_t n_tok, int64_t n_ff) {
-  HC_CHECK(il >= 0 && il < n_layer_ && n_ff == n_ff_ && n_tok >= 0);
-  const auto l = static_cast<size_t>(il);
-  if (il == 0) {  // every forward call visits layer 0 once with all its tokens
-    n_tokens_hist_ += static_cast<uint64_t>(n_tok);
-    if (counting_) n_tokens_ += static_cast<uint64_t>(n_tok);
+  HC_CHECK(il >= 0 && il < n_layer_ && n_ff == n_ff_ && n_tok >= 0 && n_expert_ == 0);
+  count_tokens(il, n_tok);
+  record(il, act, n_tok, n_ff, 0);
+}
+
+void ActStats::on_moe_routing(int il, const int32_t* experts, int64_t n_tok, int k) {
+  HC_CHECK(il >= 0 && il < n_layer_ && n_expert_ > 0 && n_tok >= 0 && k > 0);
+  count_tokens(il, n_tok);
+  if (!counting_) return;
+  std::vector<uint64_t>& c = expert_n_[static_cast<size_t>(il)];
+  for (int64_t j = 0; j < n_tok * k; ++j) {
+    HC_CHECK(experts[j] >= 0 && experts[j] < n_expert_);
+    ++c[static_cast<size_t>(experts[j])];
   }
+  for (int e = 0; e < n_expert_; ++e)
+    expert_f_[static_cast<size_t>(il)][static_cast<size_t>(e)] =
+        static_cast<float>(c[static_cast<size_t>(e)]);
+}
+
+void ActStats::on_expert_activation(int il, int expert, const float* act, int64_t n_rows,
+                                    int64_t n_ff) {
+  HC_CHECK(il >= 0 && il < n_layer_ && n_expert_ > 0 && expert >= 0 && expert < n_expert_ &&
+           n_ff * n_expert_ == n_ff_ && n_rows >= 0);
+  record(il, act, n_rows, n_ff, int64_t{expert} * n_ff);
+}
+
+void ActStats::record(int il, const float* act, int64_t n_tok, int64_t n, int64_t first) {
+  const auto l = static_cast<size_t>(il);
   // Counted in integers per call, then added: a double += 1 per element would serialise on
   // the add's latency whenever neighbouring values share a bin.
   std::fill(call_hist_.begin(), call_hist_.end(), 0);
   uint64_t* hist = call_hist_.data();
   const float thr = thresholds_[l];
-  uint64_t* fired = fire_n_[l].data();
-  double* sum = abs_sum_[l].data();
+  uint64_t* fired = fire_n_[l].data() + first;
+  double* sum = abs_sum_[l].data() + first;
   for (int64_t t = 0; t < n_tok; ++t) {
-    const float* row = act + t * n_ff;  // [n_ff] one token
+    const float* row = act + t * n;  // [n] one token
     if (counting_) {
-      for (int64_t i = 0; i < n_ff; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         const float a = std::fabs(row[i]);
         ++hist[bin_of(a)];
         sum[i] += a;
         fired[i] += a > thr ? 1 : 0;
       }
     } else {
-      for (int64_t i = 0; i < n_ff; ++i) ++hist[bin_of(std::fabs(row[i]))];
+      for (int64_t i = 0; i < n; ++i) ++hist[bin_of(std::fabs(row[i]))];
     }
   }
   std::vector<double>& layer_hist = hist_[l];
   for (size_t b = 0; b < call_hist_.size(); ++b)
     layer_hist[b] += static_cast<double>(call_hist_[b]);
   if (counting_) {
-    for (int64_t i = 0; i < n_ff; ++i) {
-      fire_f_[l][static_cast<size_t>(i)] = static_cast<float>(fired[i]);
-      abs_sum_f_[l][static_cast<size_t>(i)] = static_cast<float>(sum[i]);
+    for (int64_t i = 0; i < n; ++i) {
+      fire_f_[l][static_cast<size_t>(first + i)] = static_cast<float>(fired[i]);
+      abs_sum_f_[l][static_cast<size_t>(first + i)] = static_cast<float>(sum[i]);
     }
   }
 }
@@ -177,6 +207,21 @@ double ActStats::neurons_covering(int il, double mass) const {
   return 1.0;
 }
 
+double ActStats::experts_covering(int il, double mass) const {
+  if (n_expert_ == 0) return 0.0;
+  std::vector<uint64_t> c = expert_n_[static_cast<size_t>(il)];
+  std::sort(c.begin(), c.end(), std::greater<>());
+  const double total = static_cast<double>(std::accumulate(c.begin(), c.end(), uint64_t{0}));
+  if (total <= 0 || mass <= 0) return 0.0;
+  const double need = std::min(mass, 1.0) * total;
+  double cum = 0;
+  for (size_t k = 0; k < c.size(); ++k) {
+    cum += static_cast<double>(c[k]);
+    if (cum >= need) return static_cast<double>(k + 1) / static_cast<double>(n_expert_);
+  }
+  return 1.0;
+}
+
 double ActStats::firing_share(int il) const {
   if (n_tokens_ == 0) return 0.0;
   const std::vector<uint64_t>& c = fire_n_[static_cast<size_t>(il)];
@@ -201,6 +246,7 @@ Status ActStats::write(const std::string& path, const std::string& model_name,
   w.set("hotcold.stats.hist_bins_per_decade",
         GgufValue::u32(static_cast<uint32_t>(bins_per_decade_)));
   w.set("hotcold.stats.hist_n_bins", GgufValue::u32(static_cast<uint32_t>(n_bins_)));
+  if (n_expert_ > 0) w.set("hotcold.stats.n_expert", GgufValue::u32(static_cast<uint32_t>(n_expert_)));
   std::vector<std::vector<float>> hist_f(static_cast<size_t>(n_layer_));  // [n_layer][n_bins]
   auto bytes = [](const float* p, size_t n) {
     return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(p), n * sizeof(float));
@@ -218,6 +264,11 @@ Status ActStats::write(const std::string& path, const std::string& model_name,
                   GgmlType::F32,
                   bytes(hist_f[l].data(), hist_f[l].size())});
     w.add_tensor({layer_tensor(il, "threshold"), {1}, GgmlType::F32, bytes(&thresholds_[l], 1)});
+    if (n_expert_ > 0)
+      w.add_tensor({layer_tensor(il, "expert_count"),
+                    {n_expert_},
+                    GgmlType::F32,
+                    bytes(expert_f_[l].data(), expert_f_[l].size())});
   }
   return w.write_file(path);
 }
@@ -266,8 +317,13 @@ Result<ActStats> ActStats::from_gguf(const GgufFile& g) {
     return Status::Error("implausible shape: n_layer " + std::to_string(n_layer) + ", n_ff " +
                          std::to_string(n_ff));
   HC_ASSIGN_OR_RETURN(std::string act_s, g.get_string("hotcold.stats.activation"));
-  if (act_s != "relu" && act_s != "silu")
-    return Status::Error("hotcold.stats.activation is '" + act_s + "', expected 'relu' or 'silu'");
+  if (act_s != "relu" && act_s != "silu" && act_s != "drelu" && act_s != "gelu")
+    return Status::Error("hotcold.stats.activation is '" + act_s +
+                         "', expected 'relu', 'drelu', 'silu' or 'gelu'");
+  HC_ASSIGN_OR_RETURN(uint32_t n_expert, g.get_u32_or("hotcold.stats.n_expert", 0));
+  if (n_expert > 512 || (n_expert > 0 && n_ff % n_expert != 0))
+    return Status::Error("hotcold.stats.n_expert is " + std::to_string(n_expert) +
+                         ", expected at most 512 and a divisor of n_ff " + std::to_string(n_ff));
   HC_ASSIGN_OR_RETURN(uint64_t n_tokens, g.get_u64("hotcold.stats.n_tokens"));
   uint64_t n_tokens_hist = n_tokens;
   if (g.find("hotcold.stats.n_tokens_hist")) {
@@ -286,7 +342,9 @@ Result<ActStats> ActStats::from_gguf(const GgufFile& g) {
   ActStats s(static_cast<int>(n_layer), n_ff,
              act_s == "relu"    ? FfnActivation::kRelu
              : act_s == "drelu" ? FfnActivation::kDRelu
-                                : FfnActivation::kSilu);
+             : act_s == "gelu"  ? FfnActivation::kGelu
+                                : FfnActivation::kSilu,
+             static_cast<int>(n_expert));
   s.set_hist_layout(hist_min, static_cast<int>(bpd), static_cast<int>(n_bins));
   s.set_sparsity_target(sparsity);
   s.n_tokens_ = n_tokens;
@@ -306,6 +364,13 @@ Result<ActStats> ActStats::from_gguf(const GgufFile& g) {
     HC_TRY(read_f32(g, layer_tensor(il, "act_abs_sum"), n_ff, big, s.abs_sum_f_[l].data()));
     HC_TRY(read_f32(g, layer_tensor(il, "act_hist"), n_bins, big, hist_f.data()));
     HC_TRY(read_f32(g, layer_tensor(il, "threshold"), 1, big, &s.thresholds_[l]));
+    if (n_expert > 0) {
+      // Each token routes to at most every expert once: a count is at most n_tokens.
+      HC_TRY(read_f32(g, layer_tensor(il, "expert_count"), n_expert,
+                      static_cast<double>(n_tokens), s.expert_f_[l].data()));
+      for (size_t e = 0; e < n_expert; ++e)
+        s.expert_n_[l][e] = static_cast<uint64_t>(std::llround(s.expert_f_[l][e]));
+    }
     for (size_t i = 0; i < s.fire_f_[l].size(); ++i) {
       s.fire_n_[l][i] = static_cast<uint64_t>(std::llround(s.fire_f_[l][i]));
       s.abs_sum_[l][i] = s.abs_sum_f_[l][i];
@@ -327,11 +392,15 @@ Result<ActStats> ActStats::read(const std::string& path) {
 
 Status ActStats::check_matches(const LlamaHParams& hp) const {
   const std::string from = model_name_.empty() ? "" : " (recorded on '" + model_name_ + "')";
-  if (hp.n_layer != n_layer_ || hp.n_ff != n_ff_)
+  if (hp.n_expert != n_expert_)
+    return Status::Error("activation statistics" + from + " are for " +
+                         std::to_string(n_expert_) + " experts per layer; this model has " +
+                         std::to_string(hp.n_expert));
+  if (hp.n_layer != n_layer_ || int64_t{hp.n_ff} * std::max(hp.n_expert, 1) != n_ff_)
     return Status::Error("activation statistics" + from + " are for n_layer " +
                          std::to_string(n_layer_) + ", n_ff " + std::to_string(n_ff_) +
                          "; this model has n_layer " + std::to_string(hp.n_layer) + ", n_ff " +
-                         std::to_string(hp.n_ff));
+                         std::to_string(int64_t{hp.n_ff} * std::max(hp.n_expert, 1)));
   if (hp.ffn_act != act_)
     return Status::Error("activation statistics" + from + " were recorded with " +
                          activation_name(act_) + " activations; this model uses " +

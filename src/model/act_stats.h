@@ -14,6 +14,12 @@
 //   bin n_bins - 1         |act| >= hist_min * 10^((n_bins - 3) / bpd), and NaN
 // The defaults (1e-6, 100 per decade up to 1e3) resolve a threshold to 2.3% of its value.
 //
+// Mixture-of-experts models: the neurons are those of every expert, expert-major (neuron
+// e * n_ff_expert + i is neuron i of expert e; n_ff = n_expert * n_ff_expert), seen only for the
+// tokens routed to their expert (FfnObserver::on_expert_activation), so a neuron's firing count
+// includes its expert's routing; and per layer and expert the tokens routed to it
+// (on_moe_routing: each token counts once for each of its n_expert_used experts).
+//
 // The file (GGUF, general.architecture = "hotcold-stats") is described in docs/ARCHITECTURE.md.
 #pragma once
 #include <cstdint>
@@ -32,7 +38,8 @@ class ActStats : public FfnObserver {
   static constexpr int kDefaultBinsPerDecade = 100;
   static constexpr int kDefaultHistBins = 2 + 9 * kDefaultBinsPerDecade + 1;  // 1e-6 .. 1e3
 
-  ActStats(int n_layer, int64_t n_ff, FfnActivation act);
+  // n_expert > 0: a mixture-of-experts model, n_ff = n_expert * the experts' width.
+  ActStats(int n_layer, int64_t n_ff, FfnActivation act, int n_expert = 0);
 
   // Firing thresholds on |act| for counting, one per layer (0 = exact ReLU, the default).
   void set_thresholds(std::vector<float> per_layer);
@@ -44,9 +51,19 @@ class ActStats : public FfnObserver {
 
   // Called on the forward pass's thread; not thread-safe (one session per ActStats).
   void on_ffn_activation(int il, const float* act, int64_t n_tok, int64_t n_ff) override;
+  void on_moe_routing(int il, const int32_t* experts, int64_t n_tok, int k) override;
+  void on_expert_activation(int il, int expert, const float* act, int64_t n_rows,
+                            int64_t n_ff) override;
 
   int n_layer() const { return n_layer_; }
   int64_t n_ff() const { return n_ff_; }
+  int n_expert() const { return n_expert_; }  // 0: a dense FFN
+  // [n_expert] tokens routed to each expert of layer il (over n_tokens() tokens).
+  const std::vector<float>& expert_count(int il) const {
+    return expert_f_[static_cast<size_t>(il)];
+  }
+  // Share of experts (most routed first) covering `mass` of layer il's routings.
+  double experts_covering(int il, double mass) const;
   FfnActivation activation() const { return act_; }
   // Tokens whose firings were counted (the denominator of fire_count and act_abs_sum).
   uint64_t n_tokens() const { return n_tokens_; }
@@ -97,10 +114,16 @@ class ActStats : public FfnObserver {
  private:
   void set_hist_layout(double hist_min, int bins_per_decade, int n_bins);
   static Result<ActStats> from_gguf(const GgufFile& g);
+  // The histogram, firing counts and |act| sums of n_tok rows of n neurons from `first` on.
+  void record(int il, const float* act, int64_t n_tok, int64_t n, int64_t first);
+  void count_tokens(int il, int64_t n_tok);
 
   int n_layer_;
   int64_t n_ff_;
   FfnActivation act_;
+  int n_expert_ = 0;
+  std::vector<std::vector<uint64_t>> expert_n_;  // [n_layer][n_expert] routings
+  std::vector<std::vector<float>> expert_f_;     // the same as float
   std::vector<float> thresholds_;  // [n_layer]
   bool counting_ = true;
   float sparsity_target_ = 0.0f;

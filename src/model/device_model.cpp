@@ -45,17 +45,7 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
   const LlamaHParams& hp = model_->hparams();
   const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
   DeviceLayer& d = layers_[static_cast<size_t>(il)];
-  if (attn) {
-    d.attn = true;
-    const std::string n_norm = layer_name(il, "attn_norm"), n_q = layer_name(il, "attn_q"),
-                      n_k = layer_name(il, "attn_k"), n_v = layer_name(il, "attn_v"),
-                      n_o = layer_name(il, "attn_output");
-    HC_ASSIGN_OR_RETURN(d.attn_norm, put(L.attn_norm, n_norm.c_str()));
-    HC_ASSIGN_OR_RETURN(d.wq, put(L.wq, n_q.c_str()));
-    HC_ASSIGN_OR_RETURN(d.wk, put(L.wk, n_k.c_str()));
-    HC_ASSIGN_OR_RETURN(d.wv, put(L.wv, n_v.c_str()));
-    HC_ASSIGN_OR_RETURN(d.wo, put(L.wo, n_o.c_str()));
-  }
+  if (attn) HC_TRY(place_attention(il));
   if (dense_ffn) {
     if (L.ffn_down.empty())
       return Status::Error("offloading layer " + std::to_string(il) +
@@ -107,6 +97,58 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
   return Status::Ok();
 }
 
+Status DeviceModel::place_attention(int il) {
+  const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
+  DeviceLayer& d = layers_[static_cast<size_t>(il)];
+  d.attn = true;
+  struct Part {
+    const TensorView* host;
+    TensorView* dev;
+    const char* name;
+  };
+  const Part parts[] = {{&L.attn_norm, &d.attn_norm, "attn_norm"}, {&L.wq, &d.wq, "attn_q"},
+                        {&L.wk, &d.wk, "attn_k"},                   {&L.wv, &d.wv, "attn_v"},
+                        {&L.wo, &d.wo, "attn_output"},              {&L.bq, &d.bq, "attn_q.bias"},
+                        {&L.bk, &d.bk, "attn_k.bias"},              {&L.bv, &d.bv, "attn_v.bias"},
+                        {&L.bo, &d.bo, "attn_output.bias"},
+                        {&L.attn_q_norm, &d.attn_q_norm, "attn_q_norm"},
+                        {&L.attn_k_norm, &d.attn_k_norm, "attn_k_norm"}};
+  for (const Part& part : parts) {
+    if (part.host->empty()) continue;  // optional biases and norms
+    const std::string name = layer_name(il, part.name);
+    HC_ASSIGN_OR_RETURN(*part.dev, put(*part.host, name.c_str()));
+  }
+  return Status::Ok();
+}
+
+Status DeviceModel::place_experts(int il, const std::vector<int32_t>& experts) {
+  const LlamaHParams& hp = model_->hparams();
+  const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
+  DeviceLayer& d = layers_[static_cast<size_t>(il)];
+  d.slot_of.assign(static_cast<size_t>(hp.n_expert), -1);
+  for (size_t j = 0; j < experts.size(); ++j) {
+    const int32_t e = experts[j];
+    if (e < 0 || e >= hp.n_expert || (j > 0 && e <= experts[j - 1]))
+      return Status::Error("layer " + std::to_string(il) + ": the device's expert list must be "
+                           "ascending, unique and in [0, " + std::to_string(hp.n_expert) +
+                           "); entry " + std::to_string(j) + " is " + std::to_string(e));
+    d.slot_of[static_cast<size_t>(e)] = static_cast<int32_t>(j);
+  }
+  d.expert_of = experts;
+  d.exp.resize(experts.size());
+  for (size_t j = 0; j < experts.size(); ++j) {
+    const LlamaLayerWeights::Expert& E = L.experts[static_cast<size_t>(experts[j])];
+    const std::string tag = "expert " + std::to_string(experts[j]) + ")";
+    const std::string ng = layer_name(il, ("ffn_gate_exps (" + tag).c_str()),
+                      nu = layer_name(il, ("ffn_up_exps (" + tag).c_str()),
+                      nd = layer_name(il, ("ffn_down_exps (" + tag).c_str());
+    HC_ASSIGN_OR_RETURN(d.exp[j].gate, put(E.gate, ng.c_str()));
+    HC_ASSIGN_OR_RETURN(d.exp[j].up, put(E.up, nu.c_str()));
+    HC_ASSIGN_OR_RETURN(d.exp[j].down, put(E.down, nd.c_str()));
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
                                                         const SparseFfn* sparse,
                                                         std::shared_ptr<ops::Device> dev,
@@ -123,12 +165,23 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
     return Status::Error("placement: expected hot-neuron lists for " +
                          std::to_string(hp.n_layer) + " layers, found " +
                          std::to_string(p.hot.size()));
+  if (!p.experts.empty() && static_cast<int>(p.experts.size()) != hp.n_layer)
+    return Status::Error("placement: expected expert lists for " + std::to_string(hp.n_layer) +
+                         " layers, found " + std::to_string(p.experts.size()));
+  if (hp.is_moe() && (sparse || !p.hot.empty()))
+    return Status::Error("placement: a mixture-of-experts model places whole experts, not FFN "
+                         "neurons (no sparse FFN or hot-neuron plan)");
+  if (!hp.is_moe() && (!p.experts.empty() || p.n_cpu_moe != 0))
+    return Status::Error("placement: experts (--n-cpu-moe, an expert plan) need a "
+                         "mixture-of-experts model; " + hp.arch + " has a dense FFN");
+  if (p.n_cpu_moe < 0)
+    return Status::Error("--n-cpu-moe must be >= 0, got " + std::to_string(p.n_cpu_moe));
   const bool any_attn_asked = p.n_gpu_layers > 0 ||
                               std::any_of(p.attn.begin(), p.attn.end(), [](uint8_t a) { return a != 0; });
   if (any_attn_asked && !device_blocks_supported(hp))
     return Status::Error(
         "placement: the devices do not run " + hp.arch + "'s attention, dense FFN or output "
-        "layer (its LayerNorm, NeoX RoPE, parallel blocks, biases or learned positions): -ngl "
+        "layer (its LayerNorm, parallel blocks or learned positions): -ngl "
         "and attention placements are not built for it; place hot neurons only (--vram-budget "
         "with --stats, or a plan without attention)");
   std::unique_ptr<DeviceModel> dm(new DeviceModel());
@@ -139,9 +192,19 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
   const int first_full = std::max(0, hp.n_layer - p.n_gpu_layers);
   std::vector<int32_t> all(static_cast<size_t>(hp.n_ff));
   for (int32_t i = 0; i < hp.n_ff; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<int32_t> all_experts(static_cast<size_t>(hp.n_expert));
+  for (int32_t e = 0; e < hp.n_expert; ++e) all_experts[static_cast<size_t>(e)] = e;
   for (int il = 0; il < hp.n_layer; ++il) {
     const bool full = il >= first_full;
     const bool attn = full || (!p.attn.empty() && p.attn[static_cast<size_t>(il)]);
+    if (hp.is_moe()) {
+      HC_TRY(dm->place_layer(il, attn, false, nullptr));
+      const std::vector<int32_t>* ex = full ? (il < p.n_cpu_moe ? nullptr : &all_experts)
+                                       : p.experts.empty() ? nullptr
+                                                           : &p.experts[static_cast<size_t>(il)];
+      if (ex && !ex->empty()) HC_TRY(dm->place_experts(il, *ex));
+      continue;
+    }
     const std::vector<int32_t>* hot = full && sparse ? &all
                                       : p.hot.empty() ? nullptr : &p.hot[static_cast<size_t>(il)];
     HC_TRY(dm->place_layer(il, attn, full && !sparse, hot));
@@ -175,15 +238,27 @@ int64_t DeviceModel::n_hot_neurons() const {
   return n;
 }
 
+int64_t DeviceModel::n_experts() const {
+  int64_t n = 0;
+  for (const DeviceLayer& d : layers_) n += static_cast<int64_t>(d.expert_of.size());
+  return n;
+}
+
 std::string DeviceModel::summary() const {
   int dense = 0;
   for (const DeviceLayer& d : layers_) dense += d.ffn_dense;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "%s: %d/%zu layers' attention, %d dense FFNs, %lld FFN neurons%s, %.1f MiB of "
-                "weights",
-                dev_->name().c_str(), n_attn_layers(), layers_.size(), dense,
-                static_cast<long long>(n_hot_neurons()), output_on_device() ? ", output" : "",
+  const LlamaHParams& hp = model_->hparams();
+  char ffn[96];
+  if (hp.is_moe())
+    std::snprintf(ffn, sizeof ffn, "%lld of %lld experts", static_cast<long long>(n_experts()),
+                  static_cast<long long>(hp.n_expert) * hp.n_layer);
+  else
+    std::snprintf(ffn, sizeof ffn, "%d dense FFNs, %lld FFN neurons", dense,
+                  static_cast<long long>(n_hot_neurons()));
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s: %d/%zu layers' attention, %s%s, %.1f MiB of weights",
+                dev_->name().c_str(), n_attn_layers(), layers_.size(), ffn,
+                output_on_device() ? ", output" : "",
                 static_cast<double>(weight_bytes_) / (1024.0 * 1024.0));
   return buf;
 }
@@ -231,6 +306,39 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   return Status::Ok();
 }
 
+Status DeviceModel::migrate_experts(int il, const std::vector<sparse::Swap>& swaps) {
+  if (il < 0 || il >= static_cast<int>(layers_.size()))
+    return Status::Error("migrate_experts: layer " + std::to_string(il) + " out of range");
+  DeviceLayer& d = layers_[static_cast<size_t>(il)];
+  if (!d.moe())
+    return Status::Error("migrate_experts: layer " + std::to_string(il) +
+                         " holds no experts on the device");
+  if (swaps.empty()) return Status::Ok();
+  local_next_.assign(d.slot_of.begin(), d.slot_of.end());
+  HC_TRY(sparse::apply_swaps_to_map(local_next_, static_cast<int64_t>(d.expert_of.size()), swaps)
+             .with_context("migrate_experts: layer " + std::to_string(il)));
+  const LlamaHParams& hp = model_->hparams();
+  const LlamaLayerWeights& L = model_->weights().layers[static_cast<size_t>(il)];
+  const int64_t rows = std::max<int64_t>(hp.n_ff, hp.n_embd);
+  if (static_cast<int64_t>(iota_.size()) < rows) {
+    iota_.resize(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) iota_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  }
+  for (const sparse::Swap& w : swaps) {  // each admitted expert's rows into its slot, whole
+    const LlamaLayerWeights::Expert& src = L.experts[static_cast<size_t>(w.admit)];
+    LlamaLayerWeights::Expert& dst = d.exp[static_cast<size_t>(w.slot)];
+    dev_->update_rows(dst.gate, src.gate, iota_.data(), iota_.data(), src.gate.ne1);
+    dev_->update_rows(dst.up, src.up, iota_.data(), iota_.data(), src.up.ne1);
+    dev_->update_rows(dst.down, src.down, iota_.data(), iota_.data(), src.down.ne1);
+    d.expert_of[static_cast<size_t>(w.slot)] = w.admit;
+    migrated_bytes_ += rows_bytes(src.gate, src.gate.ne1) + rows_bytes(src.up, src.up.ne1) +
+                       rows_bytes(src.down, src.down.ne1);
+  }
+  d.slot_of.swap(local_next_);
+  migrated_experts_ += swaps.size();
+  return Status::Ok();
+}
+
 // ---- DeviceSession ----------------------------------------------------------------------------
 
 DeviceSession::~DeviceSession() {
@@ -257,6 +365,7 @@ namespace {
 // What a session needs on the device besides the KV cache.
 struct Needs {
   bool attn = false, dense = false, hot = false, output = false;
+  bool moe = false;  // experts on the device
 };
 
 // Every device buffer of a session, in one list that both allocation (create) and the
@@ -284,10 +393,22 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::idx, static_cast<uint64_t>(hp.n_ff) * sizeof(int32_t), "hot index");
     fn(&DeviceSession::fire, T * hp.n_ff, "hot firing mask");
   }
+  if (n.moe) {
+    const uint64_t routes = T * static_cast<uint64_t>(hp.n_expert_used);
+    if (!n.dense) {
+      fn(&DeviceSession::gate, ff, "activations (expert gate)");
+      fn(&DeviceSession::up, ff, "activations (expert up)");
+    }
+    fn(&DeviceSession::xe, embd, "activations (expert inputs)");
+    fn(&DeviceSession::routes_out, routes * hp.n_embd * f, "activations (expert outputs)");
+    fn(&DeviceSession::route_tok, routes * sizeof(int32_t), "expert routes (tokens)");
+    fn(&DeviceSession::route_row, routes * sizeof(int32_t), "expert routes (rows)");
+    fn(&DeviceSession::route_w, routes * f, "expert routes (weights)");
+  }
   if (n.output) fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
 }
 
-bool any(const Needs& n) { return n.attn || n.dense || n.hot || n.output; }
+bool any(const Needs& n) { return n.attn || n.dense || n.hot || n.output || n.moe; }
 
 ops::WeightShape shape_of(const TensorView& w) { return {w.type, w.ne0, w.ne1}; }
 
@@ -308,7 +429,10 @@ ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Plac
     if (dense)
       for (const TensorView* w : {&L.ffn_gate, &L.ffn_up, &L.ffn_down})
         if (!w->empty()) s.matmul.push_back(shape_of(*w));
-    if (hot > 0) {
+    if (hot > 0 && !L.experts.empty()) {  // experts: every one has the first one's shapes
+      const LlamaLayerWeights::Expert& E = L.experts[0];
+      for (const TensorView* w : {&E.gate, &E.up, &E.down}) s.matmul.push_back(shape_of(*w));
+    } else if (hot > 0) {
       s.ffn.push_back({L.ffn_gate.type, L.ffn_gate.ne0, hot});
       if (!L.ffn_up.empty()) s.ffn.push_back({L.ffn_up.type, L.ffn_up.ne0, hot});
     }
@@ -323,6 +447,7 @@ Needs needs_of(const DeviceModel& dm) {
     n.attn |= dm.layer(il).attn;
     n.dense |= dm.layer(il).ffn_dense;
     n.hot |= dm.layer(il).hybrid();
+    n.moe |= dm.layer(il).moe();
   }
   n.output = dm.output_on_device();
   return n;
@@ -333,7 +458,9 @@ ops::ScratchNeeds op_needs_of(const DeviceModel& dm, int64_t max_tokens) {
                   [&](int il, bool* a, bool* d, int64_t* h) {
                     const DeviceLayer& l = dm.layer(il);
                     *a = l.attn, *d = l.ffn_dense;
-                    *h = l.hybrid() ? static_cast<int64_t>(l.hot.size()) : 0;
+                    *h = l.moe()      ? static_cast<int64_t>(l.expert_of.size())
+                         : l.hybrid() ? static_cast<int64_t>(l.hot.size())
+                                      : 0;
                   });
 }
 
@@ -362,6 +489,15 @@ uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaModel& 
   return session_bytes(dev, model.hparams(), max_tokens, Needs{attn, dense, hot, output},
                        op_needs(model, max_tokens, output, [&](int, bool* a, bool* d, int64_t* h) {
                          *a = attn, *d = dense, *h = hot ? n_ff : 0;
+                       }));
+}
+
+uint64_t DeviceSession::moe_scratch_bytes(const ops::Device& dev, const LlamaModel& model,
+                                         int64_t max_tokens, bool attn, bool output) {
+  Needs n{attn, false, false, output, true};
+  return session_bytes(dev, model.hparams(), max_tokens, n,
+                       op_needs(model, max_tokens, output, [&](int, bool* a, bool* d, int64_t* h) {
+                         *a = attn, *d = false, *h = 1;
                        }));
 }
 
@@ -426,6 +562,17 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   if (needs.output) {
     HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * sizeof(float)));
     s->h_logits = static_cast<float*>(hl);
+  }
+  if (needs.moe) {
+    const uint64_t routes = T * static_cast<uint64_t>(hp.n_expert_used);
+    HC_ASSIGN_OR_RETURN(void* ht, s->host_alloc(routes * sizeof(int32_t)));
+    HC_ASSIGN_OR_RETURN(void* hr, s->host_alloc(routes * sizeof(int32_t)));
+    HC_ASSIGN_OR_RETURN(void* hw, s->host_alloc(routes * sizeof(float)));
+    HC_ASSIGN_OR_RETURN(void* ho, s->host_alloc(routes * hp.n_embd * sizeof(float)));
+    s->h_route_tok = static_cast<int32_t*>(ht);
+    s->h_route_row = static_cast<int32_t*>(hr);
+    s->h_route_w = static_cast<float*>(hw);
+    s->h_routes_out = static_cast<float*>(ho);
   }
   return s;
 }

@@ -10,9 +10,16 @@
 //                 those rows (row j = neuron hot[il][j]); the host computes
 //                 the others (cold[il]) from its own weights, concurrently, and the two partial
 //                 outputs are added (llama_forward's hybrid FFN).
+//   experts[il]   (mixture of experts) the routed experts the device holds, whole (gate, up and
+//                 down of each, by slot; migrate_experts() replaces experts slot by slot); the
+//                 host runs the router and the other experts, concurrently, and each token's
+//                 expert outputs are summed on the host in top-k order
+//                 (hybrid_forward.h's hybrid_moe_ffn).
 //   output        the final norm and output matrix (llama.cpp's -ngl > n_layer).
 // -ngl N follows llama.cpp: the last N layers are offloaded, all of them and the output layer
-// when N > n_layer. With a sparse FFN an offloaded layer holds all its neurons (hot = all).
+// when N > n_layer. With a sparse FFN an offloaded layer holds all its neurons (hot = all); in a
+// mixture-of-experts model all its experts, unless it is one of the first n_cpu_moe layers
+// (llama.cpp's --n-cpu-moe: those layers' experts stay on the host).
 //
 // Every weight is charged to the device's budget; build() fails, naming the tensor and the
 // budget, when the placement does not fit.
@@ -36,6 +43,9 @@ struct DevicePlacement {
   // Per layer (empty = none): attention on the device; neurons on the device (ascending, unique).
   std::vector<uint8_t> attn;
   std::vector<std::vector<int32_t>> hot;
+  // Mixture of experts: per layer (empty = none) the experts on the device (ascending, unique).
+  std::vector<std::vector<int32_t>> experts;
+  int n_cpu_moe = 0;  // with -ngl: the first n layers keep their experts on the host
 };
 
 // A layer's gate bias (opt's ffn_up.bias, [n_ff] F32) as n_ff rows of one float: what
@@ -46,6 +56,8 @@ struct DeviceLayer {
   bool attn = false;
   bool ffn_dense = false;
   TensorView attn_norm, wq, wk, wv, wo;  // device copies (attn)
+  TensorView bq, bk, bv, bo;             // their biases (qwen2; may be empty)
+  TensorView attn_q_norm, attn_k_norm;   // per-head Q / K norms (qwen3; may be empty)
   TensorView ffn_norm, gate, up, down;   // device copies (ffn_dense)
   std::vector<int32_t> hot;              // neurons on the device, by slot (row of hot_*)
   std::vector<int32_t> cold;             // the others, ascending (the host's candidates)
@@ -58,6 +70,11 @@ struct DeviceLayer {
     return hot_gate_b.empty() ? nullptr : static_cast<const float*>(hot_gate_b.data);
   }
   bool hybrid() const { return !hot.empty() && !ffn_dense; }
+  // Mixture of experts: expert_of[s] is the expert in slot s (its weights exp[s]); slot_of
+  // [n_expert] is an expert's slot or -1 (on the host).
+  std::vector<int32_t> expert_of, slot_of;
+  std::vector<LlamaLayerWeights::Expert> exp;
+  bool moe() const { return !expert_of.empty(); }
 };
 
 class DeviceModel {
@@ -83,6 +100,7 @@ class DeviceModel {
   uint64_t weight_bytes() const { return weight_bytes_; }
   int n_attn_layers() const;
   int64_t n_hot_neurons() const;
+  int64_t n_experts() const;  // routed experts held, over all layers
   // One line for logs: what is where.
   std::string summary() const;
 
@@ -95,12 +113,19 @@ class DeviceModel {
   // Not thread-safe against a forward pass of any session using this model: call between
   // forward passes (Session does, after eval).
   Status migrate(int il, const std::vector<sparse::Swap>& swaps);
+  // The same for a mixture-of-experts layer's experts (a swap's evict / admit are experts):
+  // the admitted expert's gate, up and down are copied into the slot. Errors as migrate's (a
+  // layer holding no experts).
+  Status migrate_experts(int il, const std::vector<sparse::Swap>& swaps);
+  uint64_t migrated_experts() const { return migrated_experts_; }
   uint64_t migrated_neurons() const { return migrated_neurons_; }
   uint64_t migrated_bytes() const { return migrated_bytes_; }  // rows copied to the device
 
  private:
   DeviceModel() = default;
   Status place_layer(int il, bool attn, bool dense_ffn, const std::vector<int32_t>* hot);
+  Status place_attention(int il);
+  Status place_experts(int il, const std::vector<int32_t>& experts);
   Result<TensorView> put(const TensorView& host, const char* what, const int32_t* rows = nullptr,
                          int64_t n_rows = -1);
 
@@ -113,8 +138,9 @@ class DeviceModel {
   float* rope_freqs_ = nullptr;
   std::vector<TensorView> owned_;
   uint64_t weight_bytes_ = 0;
-  uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0;
+  uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0, migrated_experts_ = 0;
   std::vector<int32_t> mig_src_, mig_slot_, cold_next_, local_next_;  // migrate()'s buffers
+  std::vector<int32_t> iota_;  // 0 .. max(n_ff, n_embd) - 1: an expert's rows (migrate_experts)
 };
 
 // One session's device state: the KV cache of the device's attention layers and the
@@ -134,6 +160,9 @@ class DeviceSession {
   // Nothing on the device: 0.
   static uint64_t scratch_bytes(const ops::Device& dev, const LlamaModel& model,
                                 int64_t max_tokens, bool attn, bool dense, bool hot, bool output);
+  // The same with experts on the device (a mixture-of-experts model; hot then means experts).
+  static uint64_t moe_scratch_bytes(const ops::Device& dev, const LlamaModel& model,
+                                    int64_t max_tokens, bool attn, bool output);
   // The same for dm's placement exactly: what create(dm, n_ctx, max_tokens) charges on a fresh
   // device besides the KV cache.
   static uint64_t scratch_bytes(const DeviceModel& dm, int64_t max_tokens);
@@ -155,10 +184,18 @@ class DeviceSession {
         *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
   int32_t* idx = nullptr;  // [n_ff] hot local indices (predictor mode)
   uint8_t* fire = nullptr;  // [max_tokens, n_ff]
+  // Mixture of experts (hybrid_moe_ffn), for up to max_tokens * k routes to the device's
+  // experts: each route's token, its output row and its weight, grouped by expert; the
+  // gathered inputs of one expert [max_tokens, n_embd] and the routes' weighted outputs
+  // [max_tokens * k, n_embd]. gate / up / proj hold one expert's intermediates.
+  int32_t *route_tok = nullptr, *route_row = nullptr;
+  float *route_w = nullptr, *xe = nullptr, *routes_out = nullptr;
   // Pinned host staging.
   float *h_x = nullptr, *h_out = nullptr, *h_logits = nullptr;
   int32_t* h_idx = nullptr;
   uint8_t* h_fire = nullptr;
+  int32_t *h_route_tok = nullptr, *h_route_row = nullptr;
+  float *h_route_w = nullptr, *h_routes_out = nullptr;
 
  private:
   DeviceSession() = default;

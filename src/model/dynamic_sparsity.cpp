@@ -16,10 +16,16 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<std::unique_ptr<DynamicSparsity>> DynamicSparsity::create(const LlamaModel& model,
-                                                                  const SparseFfn& sparse,
+                                                                  const SparseFfn* sparse,
                                                                   DeviceModel* dm,
                                                                   const DynamicOptions& opt) {
   const LlamaHParams& hp = model.hparams();
+  if (!sparse && !hp.is_moe())
+    return Status::Error("dynamic sparsity needs a sparse FFN (or a mixture-of-experts model)");
+  if (hp.is_moe() && opt.control)
+    return Status::Error("dynamic sparsity: this " + hp.arch + " model routes experts; its "
+                         "router, not a threshold, decides what runs (no --dynamic; --migrate "
+                         "moves experts)");
   if (opt.audit_every < 1)
     return Status::Error("dynamic sparsity: audit_every must be >= 1, found " +
                          std::to_string(opt.audit_every));
@@ -33,24 +39,33 @@ Result<std::unique_ptr<DynamicSparsity>> DynamicSparsity::create(const LlamaMode
   if (dm && &dm->model() != &model)
     return Status::Error("dynamic sparsity: the device model belongs to another model");
   bool hybrid = false;  // migration keeps every layer's capacity, so this never changes
-  for (int il = 0; dm && il < hp.n_layer; ++il) hybrid |= dm->layer(il).hybrid();
+  for (int il = 0; dm && il < hp.n_layer; ++il)
+    hybrid |= hp.is_moe() ? dm->layer(il).moe() : dm->layer(il).hybrid();
   if (opt.migrate) {
     if (!hybrid)
-      return Status::Error(
-          "dynamic placement needs hot neurons on a device (a plan or --vram-budget with "
-          "--stats), but no layer has any");
+      return Status::Error(hp.is_moe()
+                               ? "dynamic placement of experts needs experts on a device (a plan, "
+                                 "--vram-budget or -ngl), but no layer has any"
+                               : "dynamic placement needs hot neurons on a device (a plan or "
+                                 "--vram-budget with --stats), but no layer has any");
   }
   std::unique_ptr<DynamicSparsity> d(new DynamicSparsity());
   d->model_ = &model;
-  d->sparse_ = &sparse;
+  d->sparse_ = sparse;
   d->dm_ = dm;
   d->opt_ = opt;
-  d->predictor_ = sparse.use_predictor();
+  if (hp.is_moe()) {  // experts: every routing is observed, nothing to control
+    d->moe_ = true;
+    d->free_audit_ = true;
+    d->counters_ = sparse::FiringCounters(hp.n_layer, hp.n_expert, opt.half_life);
+    return d;
+  }
+  d->predictor_ = sparse->use_predictor();
   d->free_audit_ = !d->predictor_ && !hybrid;
   d->thr_.resize(static_cast<size_t>(hp.n_layer));
   for (int il = 0; il < hp.n_layer; ++il)
     d->thr_[static_cast<size_t>(il)] =
-        d->predictor_ ? sparse.predictor_threshold(il) : sparse.threshold(il);
+        d->predictor_ ? sparse->predictor_threshold(il) : sparse->threshold(il);
   d->counters_ = sparse::FiringCounters(hp.n_layer, hp.n_ff, opt.half_life);
   if (opt.control) {
     sparse::ControllerParams cp = opt.controller;
@@ -70,16 +85,18 @@ Result<std::unique_ptr<DynamicSparsity>> DynamicSparsity::create(const LlamaMode
 
 Status DynamicSparsity::seed(const ActStats& stats) {
   const LlamaHParams& hp = model_->hparams();
-  if (stats.n_layer() != hp.n_layer || stats.n_ff() != hp.n_ff)
+  if (moe_) HC_TRY(stats.check_matches(hp).with_context("dynamic sparsity"));
+  const int64_t n = moe_ ? hp.n_expert : hp.n_ff;  // counted units per layer
+  if (!moe_ && (stats.n_layer() != hp.n_layer || stats.n_ff() != hp.n_ff))
     return Status::Error("dynamic sparsity: statistics of " + std::to_string(stats.n_layer()) +
                          " layers x " + std::to_string(stats.n_ff()) +
                          " neurons cannot seed a model of " + std::to_string(hp.n_layer) +
                          " x " + std::to_string(hp.n_ff));
   if (stats.n_tokens() == 0) return Status::Error("dynamic sparsity: the statistics count no tokens");
-  std::vector<double> p(static_cast<size_t>(hp.n_ff));
+  std::vector<double> p(static_cast<size_t>(n));
   for (int il = 0; il < hp.n_layer; ++il) {
-    const std::vector<float>& c = stats.fire_count(il);
-    for (int64_t i = 0; i < hp.n_ff; ++i)
+    const std::vector<float>& c = moe_ ? stats.expert_count(il) : stats.fire_count(il);
+    for (int64_t i = 0; i < n; ++i)
       p[static_cast<size_t>(i)] = static_cast<double>(c[static_cast<size_t>(i)]) /
                                   static_cast<double>(stats.n_tokens());
     counters_.seed(il, p, opt_.half_life);
@@ -88,9 +105,36 @@ Status DynamicSparsity::seed(const ActStats& stats) {
 }
 
 void DynamicSparsity::attach(SparseScratch& sc) {
+  if (moe_) return;
   sc.monitor = this;
   if (predictor_) sc.predictor_thresholds = thr_.data();
   else sc.thresholds = thr_.data();
+}
+
+void DynamicSparsity::attach(MoeScratch& sc) {
+  if (moe_) sc.monitor = this;
+}
+
+void DynamicSparsity::on_routing(int il, const MoeRouting& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceLayer* dl = dm_ && dm_->layer(il).moe() ? &dm_->layer(il) : nullptr;
+  const int n_expert = model_->hparams().n_expert;
+  for (int64_t t = 0; t < r.n_tok; ++t) {
+    const int32_t* ex = r.expert.data() + t * r.k;
+    const float* w = r.weight.data() + t * r.k;
+    counters_.add_token(il, ex, r.k);
+    for (int j = 0; j < r.k; ++j) {
+      const bool on_dev = dl && dl->slot_of[static_cast<size_t>(ex[j])] >= 0;
+      call_fired_mass_ += w[j];
+      call_device_mass_ += on_dev ? w[j] : 0.0;
+      call_device_fired_ += on_dev ? 1.0 : 0.0;
+    }
+    call_fired_ += r.k;
+    call_seen_ += n_expert;
+  }
+  call_total_mass_ = call_fired_mass_;  // every routed expert runs: recall 1
+  call_observed_ = true;
+  totals_.observe_seconds += seconds_since(t0);
 }
 
 void DynamicSparsity::begin_call(int64_t n_tok) {
@@ -205,12 +249,13 @@ Status DynamicSparsity::end_call() {
     ++totals_.migration_rounds;
     for (int il = 0; il < n_layer; ++il) {
       const DeviceLayer& dl = dm_->layer(il);
-      if (!dl.hybrid()) continue;
+      if (moe_ ? !dl.moe() : !dl.hybrid()) continue;
       counters_.counts(il, &counts_);
-      const std::vector<sparse::Swap> swaps = sparse::plan_swaps(
-          dl.hot, counts_.data(), static_cast<int64_t>(counts_.size()), opt_.migration);
+      const std::vector<sparse::Swap> swaps =
+          sparse::plan_swaps(moe_ ? dl.expert_of : dl.hot, counts_.data(),
+                             static_cast<int64_t>(counts_.size()), opt_.migration);
       if (swaps.empty()) continue;
-      HC_TRY(dm_->migrate(il, swaps));
+      HC_TRY(moe_ ? dm_->migrate_experts(il, swaps) : dm_->migrate(il, swaps));
       totals_.swaps += swaps.size();
     }
     totals_.migrated_bytes = dm_->migrated_bytes();
@@ -219,7 +264,7 @@ Status DynamicSparsity::end_call() {
   if (opt_.trace_every > 0 && (calls_ - 1) % static_cast<uint64_t>(opt_.trace_every) == 0) {
     DynamicTracePoint p;
     p.tokens = tokens_;
-    const bool dev = dm_ != nullptr && dm_->n_hot_neurons() > 0;
+    const bool dev = dm_ != nullptr && (dm_->n_hot_neurons() > 0 || dm_->n_experts() > 0);
     p.device_mass = dev && call_fired_mass_ > 0 ? call_device_mass_ / call_fired_mass_ : -1;
     p.device_fired = dev && call_fired_ > 0 ? call_device_fired_ / call_fired_ : -1;
     p.recall = call_total_mass_ > 0 ? call_fired_mass_ / call_total_mass_ : 0;

@@ -17,6 +17,12 @@
 // After each forward call (end_call), every migrate_every audited tokens, each hybrid layer's hot
 // set is compared with the counters (sparse/migration.h: hysteresis, at most max_swaps) and the
 // swaps go to DeviceModel::migrate (row copies queued on the device, index lists swapped).
+//
+// A mixture-of-experts model (no sparse FFN) is placed by experts: the object is then the
+// session's MoeMonitor, every routing is observed (it is computed anyway), the counters count
+// each layer's routings per expert, "fired" means routed (a token's n_expert_used experts),
+// activation mass is the routing weight (recall 1), and migration moves whole experts
+// (DeviceModel::migrate_experts). Threshold control does not apply there.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,6 +33,7 @@
 #include "model/act_stats.h"
 #include "model/device_model.h"
 #include "model/llama_model.h"
+#include "model/moe_ffn.h"
 #include "model/sparse_ffn.h"
 #include "sparse/firing_counters.h"
 #include "sparse/migration.h"
@@ -69,25 +76,30 @@ struct DynamicTotals {
   double device_fired_share() const { return fired > 0 ? device_fired / fired : 0; }
 };
 
-class DynamicSparsity final : public SparseMonitor {
+class DynamicSparsity final : public SparseMonitor, public MoeMonitor {
  public:
   // dm (may be null): the session's device model when migration or device statistics are
-  // wanted; it must outlive this object. Errors: migrate without a hybrid layer in dm,
-  // parameters out of range.
+  // wanted; it must outlive this object. sparse: the session's sparse FFN; null only for a
+  // mixture-of-experts model. Errors: migrate without a hybrid layer (or experts) in dm,
+  // control on a mixture of experts, parameters out of range.
   static Result<std::unique_ptr<DynamicSparsity>> create(const LlamaModel& model,
-                                                         const SparseFfn& sparse, DeviceModel* dm,
+                                                         const SparseFfn* sparse, DeviceModel* dm,
                                                          const DynamicOptions& opt);
 
   // Seeds the firing counters with a profile's frequencies (worth half_life tokens), so the
   // first migrations compare against what the placement was planned from. Errors: statistics
   // of another shape.
   Status seed(const ActStats& stats);
-  // Points the session's sparse scratch at this object's thresholds and monitor.
+  // Points the session's sparse scratch at this object's thresholds and monitor (a dense FFN),
+  // or its MoE scratch at this monitor (experts).
   void attach(SparseScratch& sc);
+  void attach(MoeScratch& sc);
   // SparseMonitor.
   bool audit() const override { return audit_now_; }
   void observe(int il, const float* act, const uint8_t* fire, int64_t n_tok,
                int64_t n_ff) override;
+  // MoeMonitor.
+  void on_routing(int il, const MoeRouting& r) override;
   // Around every forward call of the session (Session::eval).
   void begin_call(int64_t n_tok);
   Status end_call();
@@ -107,6 +119,7 @@ class DynamicSparsity final : public SparseMonitor {
   DeviceModel* dm_ = nullptr;
   DynamicOptions opt_;
   bool predictor_ = false;
+  bool moe_ = false;         // placement by experts (a mixture-of-experts model)
   bool free_audit_ = false;  // host-only thresholds: every call observed (no extra gate work)
   sparse::FiringCounters counters_;
   sparse::ThresholdController ctl_;

@@ -37,6 +37,16 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
   dev.matmul(d.wq, ds.xb, n_tok, ds.q);
   dev.matmul(d.wk, ds.xb, n_tok, ds.k);
   dev.matmul(d.wv, ds.xb, n_tok, ds.v);
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  if (!d.bq.empty()) dev.add_rows(ds.q, static_cast<const float*>(d.bq.data), n_tok, q_dim);
+  if (!d.bk.empty()) dev.add_rows(ds.k, static_cast<const float*>(d.bk.data), n_tok, kv_dim);
+  if (!d.bv.empty()) dev.add_rows(ds.v, static_cast<const float*>(d.bv.data), n_tok, kv_dim);
+  if (hp.qk_norm) {  // qwen3: every head of Q and K RMS-normed (rows of head_dim)
+    dev.rmsnorm(ds.q, ds.q, static_cast<const float*>(d.attn_q_norm.data), n_tok * hp.n_head,
+                hp.head_dim, hp.rms_eps);
+    dev.rmsnorm(ds.k, ds.k, static_cast<const float*>(d.attn_k_norm.data), n_tok * hp.n_head_kv,
+                hp.head_dim, hp.rms_eps);
+  }
   const float ts = model.rope_theta_scale();
   dev.rope(ds.q, n_tok, hp.n_head, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
            ds.dm().rope_freqs(), hp.rope_neox);
@@ -47,6 +57,7 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
   dev.attention(ds.q, ds.k_cache(il), ds.v_cache(il), pos0, n_tok, shape,
                 1.0f / std::sqrt(static_cast<float>(hp.head_dim)), ds.att);
   dev.matmul(d.wo, ds.att, n_tok, ds.proj);
+  if (!d.bo.empty()) dev.add_rows(ds.proj, static_cast<const float*>(d.bo.data), n_tok, hp.n_embd);
   dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
 }
 
@@ -171,6 +182,94 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
   ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);
+  add_ffn_out(model, il, s, n_tok);
+  return Status::Ok();
+}
+
+namespace {
+
+// Queues the device's experts of layer il over their routes in s.moe.routing: each route's
+// token, output row (its position in this list) and weight staged and copied over, then per
+// expert gather (several tokens), gate, up, glu, down and the weighted scatter into
+// ds.routes_out, whose rows are copied back to ds.h_routes_out. row_of[slot] = the route's
+// row there, or -1 for a route the host computes. Returns the number of device routes.
+int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const DeviceLayer& d,
+                             MoeScratch& sc, std::vector<int32_t>& row_of) {
+  const LlamaHParams& hp = model.hparams();
+  ops::Device& dev = ds.dm().device();
+  const MoeRouting& r = sc.routing;
+  const int64_t n_embd = hp.n_embd;
+  row_of.assign(static_cast<size_t>(r.n_tok * r.k), -1);
+  int64_t n = 0;
+  for (size_t slot = 0; slot < d.expert_of.size(); ++slot) {
+    const int e = d.expert_of[slot];
+    for (int64_t j = r.offset[e]; j < r.offset[e + 1]; ++j) {
+      const int32_t route = r.route[static_cast<size_t>(j)];
+      ds.h_route_tok[n] = route / r.k;
+      ds.h_route_row[n] = static_cast<int32_t>(n);
+      ds.h_route_w[n] = r.weight[static_cast<size_t>(route)];
+      row_of[static_cast<size_t>(route)] = static_cast<int32_t>(n);
+      ++n;
+    }
+  }
+  if (n == 0) return 0;
+  dev.copy_to_device(ds.route_tok, ds.h_route_tok, static_cast<uint64_t>(n) * sizeof(int32_t));
+  dev.copy_to_device(ds.route_row, ds.h_route_row, static_cast<uint64_t>(n) * sizeof(int32_t));
+  dev.copy_to_device(ds.route_w, ds.h_route_w, static_cast<uint64_t>(n) * sizeof(float));
+  const ops::GluKind kind = glu_kind(hp);
+  int64_t at = 0;
+  for (size_t slot = 0; slot < d.expert_of.size(); ++slot) {
+    const int64_t rows = r.n_routes(d.expert_of[slot]);
+    if (rows == 0) continue;
+    const LlamaLayerWeights::Expert& E = d.exp[slot];
+    const float* xe = ds.xb + int64_t{ds.h_route_tok[at]} * n_embd;  // one token: in place
+    if (rows > 1) {
+      dev.get_rows(ds.xe, ds.xb, ds.route_tok + at, rows, n_embd);
+      xe = ds.xe;
+    }
+    dev.matmul(E.gate, xe, rows, ds.gate);
+    dev.matmul(E.up, xe, rows, ds.up);
+    dev.glu(ds.gate, ds.up, rows, hp.n_ff, kind);
+    dev.matmul(E.down, ds.gate, rows, ds.proj);
+    dev.set_rows_scaled(ds.routes_out, ds.proj, ds.route_row + at, ds.route_w + at, rows, n_embd);
+    sc.stats.bytes_device += rows_bytes(E.gate, E.gate.ne1) + rows_bytes(E.up, E.up.ne1) +
+                       rows_bytes(E.down, E.down.ne1);
+    ++sc.stats.expert_calls_device;
+    at += rows;
+  }
+  dev.copy_to_host(ds.h_routes_out, ds.routes_out,
+                   static_cast<uint64_t>(n * n_embd) * sizeof(float));
+  return n;
+}
+
+}  // namespace
+
+Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
+                      ThreadPool& pool, int64_t n_tok) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.dm().device();
+  MoeScratch& sc = s.moe;
+  const int64_t n_embd = hp.n_embd;
+  // The router on the host (it decides what each side computes), then the device's experts
+  // first, so they run while the host computes the others.
+  moe_router(model, il, s.in, sc, pool, nullptr);
+  const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
+  std::memcpy(ds.h_x, s.xb.data(), xbytes);
+  dev.copy_to_device(ds.xb, ds.h_x, xbytes);
+  const int64_t n_dev = queue_device_experts(model, ds, d, sc, sc.row_on_device);
+  const MoeRouting& r = sc.routing;
+  if (sc.slots.size() < static_cast<size_t>(n_tok * r.k * n_embd))
+    sc.slots.resize(static_cast<size_t>(n_tok * r.k * n_embd));
+  for (int e = 0; e < hp.n_expert; ++e)
+    if (d.slot_of[static_cast<size_t>(e)] < 0)
+      moe_expert(model, il, e, s.xb.data(), sc, pool, s.in.mode(), nullptr);
+  HC_TRY(dev.sync());
+  sc.stats.routes += static_cast<uint64_t>(n_tok * r.k);
+  sc.stats.routes_device += static_cast<uint64_t>(n_dev);
+  // Each token's outputs in top-k order, wherever they were computed: host-only's bits when the
+  // device computes as the host does (the CPU device).
+  moe_sum_slots(sc, n_embd, s.proj.data(), ds.h_routes_out);
   add_ffn_out(model, il, s, n_tok);
   return Status::Ok();
 }

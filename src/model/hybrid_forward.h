@@ -35,6 +35,11 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
 // same tokens at once, their partial outputs added into x. s.xb / s.in hold the normed input.
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
                   ForwardScratch& s, ThreadPool& pool, int64_t n_tok);
+// Layer il's mixture-of-experts FFN with some experts on the device (x on host): the host
+// routes, the device computes its experts' routes while the host computes the others, and the
+// host sums each token's outputs in top-k order into x. s.xb / s.in hold the normed input.
+Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
+                      ThreadPool& pool, int64_t n_tok);
 // Final norm and output matrix on the device for rows [first, n_tok) (x on device): logits
 // [n_tok - first, n_vocab] copied to out.
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,

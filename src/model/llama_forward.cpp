@@ -189,6 +189,14 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   add_bias_rows(s.q, L.bq, n_tok);  // opt's biases (nothing where empty)
   add_bias_rows(s.k, L.bk, n_tok);
   add_bias_rows(s.v, L.bv, n_tok);
+  if (hp.qk_norm) {  // qwen3: each head of Q and K RMS-normed before RoPE
+    const auto* qn = static_cast<const float*>(L.attn_q_norm.data);
+    const auto* kn = static_cast<const float*>(L.attn_k_norm.data);
+    for (int64_t h = 0; h < n_tok * hp.n_head; ++h)
+      ops::rmsnorm(s.q + h * hp.head_dim, s.q + h * hp.head_dim, qn, hp.head_dim, hp.rms_eps);
+    for (int64_t h = 0; h < n_tok * hp.n_head_kv; ++h)
+      ops::rmsnorm(s.k + h * hp.head_dim, s.k + h * hp.head_dim, kn, hp.head_dim, hp.rms_eps);
+  }
   rope_and_store(hp, il, rows, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   if (!rows.multi() && n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
@@ -232,6 +240,11 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
   s.in.reset(s.xb.data(), n_tok, hp.n_embd);  // gate and up read the same quantised input
   if (s.observer) s.observer->on_ffn_input(il, s.x.data(), n_tok, hp.n_embd);
+  if (hp.is_moe()) {
+    moe_ffn_layer(model, il, s.in, s.xb.data(), s.proj.data(), s.moe, pool, s.observer);
+    add_ffn_out(model, il, s, n_tok);
+    return;
+  }
   if (s.sparse) {
     sparse_ffn_layer(model, *s.sparse, il, s.in, s.x.data(), s.gate, s.up, s.proj.data(),
                      s.sparse_scratch, pool, s.observer);
@@ -277,7 +290,13 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
     HC_TRY(xr.to_host(s.x.data(), n));
     attention_block(model, model.weights().layers[il], il, rows, s, pool);
   }
-  if (dl && dl->ffn_dense) {
+  if (dl && dl->moe()) {
+    HC_TRY(xr.to_host(s.x.data(), n));
+    const LlamaLayerWeights& L = model.weights().layers[il];
+    norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
+    s.in.reset(s.xb.data(), n_tok, hp.n_embd);
+    HC_TRY(hybrid_moe_ffn(model, *s.device, il, s, pool, n_tok));
+  } else if (dl && dl->ffn_dense) {
     xr.to_device(s.x.data(), n);
     device_ffn_dense(model, *s.device, il, n_tok);
   } else if (dl && dl->hybrid()) {

@@ -11,6 +11,7 @@
 #include "model/device_model.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/moe_ffn.h"
 #include "model/sparse_ffn.h"
 #include "ops/cpu/matmul.h"
 
@@ -40,6 +41,7 @@ struct ForwardScratch {
   // counters.
   const SparseFfn* sparse = nullptr;
   SparseScratch sparse_scratch;
+  MoeScratch moe;  // mixture-of-experts layers' routing and buffers
   FfnObserver* observer = nullptr;  // sees every layer's FFN activations, or null
   // Layers a DeviceModel placed on a second device run there (model/device_model.h), with this
   // session's device KV cache and buffers; null = everything on the host. Not with observers

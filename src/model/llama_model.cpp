@@ -91,6 +91,59 @@ Status positive(const char* what, int v) {
                        " (expected a positive value below 2^24)");
 }
 
+// Mixture of experts, as llama.cpp reads it: `expert_count` experts of which
+// `expert_used_count` are used per token (a per-layer array must hold one value: hotcold runs
+// the same count in every layer). llama.cpp's llama (Mixtral) and qwen3moe route by softmax over
+// all experts and normalise the chosen weights (norm_w = true, no scale key read); qwen3moe's
+// expert width is `expert_feed_forward_length` (else n_ff / n_expert_used, as llama.cpp), llama's
+// is feed_forward_length.
+Status read_experts(const GgufFile& f, const std::string& a, LlamaHParams* hp) {
+  const bool moe_arch = hp->arch == "qwen3moe";
+  const bool moe_capable = moe_arch || hp->arch == "llama" || hp->arch == "mistral";
+  HC_ASSIGN_OR_RETURN(uint32_t n_expert, f.get_u32_or(a + "expert_count", 0));
+  if (n_expert == 0) {
+    if (moe_arch)
+      return Status::Error("metadata '" + a + "expert_count': expected a positive expert count "
+                           "for " + hp->arch + ", found " + (f.find(a + "expert_count") ? "0" : "none"));
+    return Status::Ok();
+  }
+  if (!moe_capable)
+    return Status::Error("metadata '" + a + "expert_count' = " + std::to_string(n_expert) +
+                         ": hotcold runs experts in llama (Mixtral) and qwen3moe files, not " +
+                         hp->arch);
+  if (n_expert > 512)
+    return Status::Error("metadata '" + a + "expert_count' = " + std::to_string(n_expert) +
+                         " (expected at most 512, llama.cpp's LLAMA_MAX_EXPERTS)");
+  uint32_t n_used = 0;
+  const std::string used_key = a + "expert_used_count";
+  const GgufValue* used = f.find(used_key);
+  if (used && used->is_array()) {
+    HC_ASSIGN_OR_RETURN(std::vector<int32_t> per_layer, f.get_i32_array(used_key));
+    if (per_layer.empty() || per_layer[0] < 0 ||
+        std::any_of(per_layer.begin(), per_layer.end(), [&](int32_t v) { return v != per_layer[0]; }))
+      return Status::Error("metadata '" + used_key + "': expected one expert count for every "
+                           "layer (hotcold does not run per-layer counts)");
+    n_used = static_cast<uint32_t>(per_layer[0]);
+  } else {
+    HC_ASSIGN_OR_RETURN(n_used, f.get_u32_or(used_key, 0));
+  }
+  if (n_used == 0 || n_used > n_expert)
+    return Status::Error("metadata '" + used_key + "' = " + std::to_string(n_used) +
+                         ": expected 1.." + std::to_string(n_expert) + " (the file's " +
+                         a + "expert_count)");
+  hp->n_expert = static_cast<int>(n_expert);
+  hp->n_expert_used = static_cast<int>(n_used);
+  hp->moe_gating = MoeGating::kSoftmax;
+  hp->moe_norm_w = true;
+  hp->moe_w_scale = 0.0f;
+  if (moe_arch) {
+    HC_ASSIGN_OR_RETURN(uint32_t n_ff_exp, f.get_u32_or(a + "expert_feed_forward_length", 0));
+    hp->n_ff = n_ff_exp ? static_cast<int>(n_ff_exp) : hp->n_ff / hp->n_expert_used;
+    HC_TRY(positive("expert_feed_forward_length", hp->n_ff));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* activation_name(FfnActivation a) {
@@ -106,11 +159,14 @@ const char* activation_name(FfnActivation a) {
 Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   LlamaHParams hp;
   HC_ASSIGN_OR_RETURN(hp.arch, f.get_string("general.architecture"));
-  static const char* kArchs[] = {"llama", "mistral", "bamboo", "falcon", "opt"};
+  static const char* kArchs[] = {"llama", "mistral", "bamboo", "falcon", "opt",
+                                 "qwen2", "qwen3", "qwen3moe"};
   if (std::find(std::begin(kArchs), std::end(kArchs), hp.arch) == std::end(kArchs))
     return Status::Error("unsupported architecture '" + hp.arch +
-                         "' (expected one of: llama, mistral, bamboo, falcon, opt)");
+                         "' (expected one of: llama, mistral, bamboo, falcon, opt, qwen2, qwen3, "
+                         "qwen3moe)");
   const bool falcon = hp.arch == "falcon", opt = hp.arch == "opt";
+  const bool qwen = hp.arch.rfind("qwen", 0) == 0;
   const std::string a = hp.arch + ".";
   HC_ASSIGN_OR_RETURN(uint32_t n_ctx, f.get_u32(a + "context_length"));
   HC_ASSIGN_OR_RETURN(uint32_t n_embd, f.get_u32(a + "embedding_length"));
@@ -136,6 +192,11 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
   if (hp.head_dim <= 0 || hp.head_dim > 512 || hp.head_dim % 2)
     return Status::Error("head dimension " + std::to_string(hp.head_dim) +
                          " (expected an even value in 2..512)");
+  HC_ASSIGN_OR_RETURN(uint32_t value_len, f.get_u32_or(a + "attention.value_length", key_len));
+  if (value_len != key_len)
+    return Status::Error("attention.value_length " + std::to_string(value_len) +
+                         " differs from attention.key_length " + std::to_string(key_len) +
+                         " (expected equal head sizes for K and V)");
   HC_ASSIGN_OR_RETURN(uint32_t n_rot, f.get_u32_or(a + "rope.dimension_count", key_len));
   hp.n_rot = opt ? 0 : static_cast<int>(n_rot);  // opt: learned positions, no RoPE
   if (!opt && (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2))
@@ -160,7 +221,11 @@ Result<LlamaHParams> LlamaHParams::from_gguf(const GgufFile& f) {
     hp.learned_pos = true;
   } else {
     HC_ASSIGN_OR_RETURN(hp.rms_eps, f.get_f32_or(a + "attention.layer_norm_rms_epsilon", 1e-5f));
+    // llama.cpp's qwen2 / qwen3 / qwen3moe: NeoX RoPE; qwen3's Q and K heads are RMS-normed.
+    hp.rope_neox = qwen;
+    hp.qk_norm = hp.arch == "qwen3" || hp.arch == "qwen3moe";
   }
+  HC_TRY(read_experts(f, a, &hp));
   HC_ASSIGN_OR_RETURN(hp.rope_freq_base, f.get_f32_or(a + "rope.freq_base", 10000.0f));
   if (f.find(a + "rope.scaling.type")) {
     HC_ASSIGN_OR_RETURN(std::string st, f.get_string(a + "rope.scaling.type"));
@@ -287,21 +352,51 @@ void LlamaModel::repack_weights(bool drop_pages) {
       mats.push_back(&L.ffn_down);
     }
   }
-  const long page = sysconf(_SC_PAGESIZE);
-  for (TensorView* t : mats) {
-    if (t->empty() || !ops::repack_available(t->type) || t->packed || t->ne1 < ops::kRepackRows) continue;
-    const size_t bytes = static_cast<size_t>(ops::repack_bytes(t->type, t->ne0, t->ne1));
-    void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-      HC_LOG_WARN("repacking %s weights: cannot map %zu bytes (%s); keeping the file layout",
-                  dtype_name(t->type), bytes, std::strerror(errno));
-      return;
+  // A layer's experts of one kind (all gates, all ups, all downs) share one mapping: one per
+  // expert would be 18k mappings for a 48-layer, 128-expert model.
+  std::vector<std::vector<TensorView*>> groups;
+  for (TensorView* t : mats) groups.push_back({t});
+  for (auto& L : w_.layers) {
+    if (L.experts.empty()) continue;
+    std::vector<TensorView*> gate, up, down;
+    for (auto& E : L.experts) {
+      gate.push_back(&E.gate);
+      up.push_back(&E.up);
+      down.push_back(&E.down);
     }
-    madvise(mem, bytes, MADV_HUGEPAGE);  // fewer TLB misses while streaming; advisory
-    auto* dst = static_cast<uint8_t*>(mem);
+    if (!keep_gate_rows_) groups.push_back(std::move(gate));
+    if (!keep_ffn_rows_) {
+      groups.push_back(std::move(up));
+      groups.push_back(std::move(down));
+    }
+  }
+  for (const std::vector<TensorView*>& g : groups)
+    if (!repack_group(g, drop_pages)) return;
+}
+
+bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pages) {
+  const TensorView& t0 = *mats[0];
+  if (t0.empty() || !ops::repack_available(t0.type) || t0.packed || t0.ne1 < ops::kRepackRows)
+    return true;
+  // Matrices of one group share type and shape (a layer's experts).
+  const size_t each = static_cast<size_t>(ops::repack_bytes(t0.type, t0.ne0, t0.ne1));
+  const size_t bytes = each * mats.size();
+  void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    HC_LOG_WARN("repacking %s weights: cannot map %zu bytes (%s); keeping the file layout",
+                dtype_name(t0.type), bytes, std::strerror(errno));
+    return false;
+  }
+  madvise(mem, bytes, MADV_HUGEPAGE);  // fewer TLB misses while streaming; advisory
+  auto* base = static_cast<uint8_t*>(mem);
+  packed_.emplace_back(base, Unmap{bytes});
+  repacked_bytes_ += bytes;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (size_t i = 0; i < mats.size(); ++i) {
+    TensorView* t = mats[i];
+    HC_CHECK(t->type == t0.type && t->ne0 == t0.ne0 && t->ne1 == t0.ne1);
+    uint8_t* dst = base + i * each;  // repack_bytes is a multiple of 64: every layout aligned
     ops::repack_groups(*t, 0, (t->ne1 + ops::kRepackRows - 1) / ops::kRepackRows, dst);
-    packed_.emplace_back(dst, Unmap{bytes});
-    repacked_bytes_ += bytes;
     const void* orig = t->data;
     t->packed = dst;
     if (w_.token_embd.data == orig) w_.token_embd.packed = dst;  // tied embeddings
@@ -314,13 +409,15 @@ void LlamaModel::repack_weights(bool drop_pages) {
       if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
     }
   }
+  return true;
 }
 
 void LlamaModel::copy_vectors(std::span<const uint8_t> file) {
   std::vector<TensorView*> vecs = {&w_.output_norm, &w_.output_norm_b, &w_.rope_freqs};
   for (auto& L : w_.layers)
     for (TensorView* t : {&L.attn_norm, &L.attn_norm_b, &L.ffn_norm, &L.ffn_norm_b, &L.bq, &L.bk,
-                          &L.bv, &L.bo, &L.ffn_gate_b, &L.ffn_down_b})
+                          &L.bv, &L.bo, &L.ffn_gate_b, &L.ffn_down_b, &L.attn_q_norm,
+                          &L.attn_k_norm})
       vecs.push_back(t);
   size_t n = 0;
   for (const TensorView* t : vecs) n += t->empty() ? 0 : static_cast<size_t>(t->ne0 * t->ne1);
@@ -356,14 +453,12 @@ std::string shape_str(const std::vector<int64_t>& ne) {
   return s + "]";
 }
 
-// Binds tensor `name` with ggml shape {ne0[, ne1]}; norms must be F32, matrices any
-// supported weight type.
-Status bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, bool matrix,
-            TensorView* out) {
+// Binds tensor `name` of ggml shape `want` as a matrix of rows of want[0] (norms and biases:
+// F32 vectors; matrices: any supported weight type; 3-D tensors, the experts', as their rows).
+Status bind_shape(const GgufFile& f, const std::string& name, const std::vector<int64_t>& want,
+                  bool matrix, TensorView* out) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (!t) return Status::Error("missing tensor '" + name + "'");
-  const std::vector<int64_t> want = ne1 > 1 || matrix ? std::vector<int64_t>{ne0, ne1}
-                                                      : std::vector<int64_t>{ne0};
   if (t->ne != want)
     return Status::Error("tensor '" + name + "': expected shape " + shape_str(want) +
                          ", found " + shape_str(t->ne));
@@ -373,11 +468,61 @@ Status bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1
                          "Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
   if (!matrix && t->type != GgmlType::F32)
     return Status::Error("tensor '" + name + "': expected type F32, found " + dtype_name(t->type));
-  *out = TensorView::make(t->type, t->data, ne0, ne1);
+  int64_t rows = 1;
+  for (size_t i = 1; i < want.size(); ++i) rows *= want[i];
+  *out = TensorView::make(t->type, t->data, want[0], rows);
   return Status::Ok();
 }
 
+// Binds tensor `name` with ggml shape {ne0[, ne1]}; norms must be F32, matrices any
+// supported weight type.
+Status bind(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, bool matrix,
+            TensorView* out) {
+  return bind_shape(f, name, ne1 > 1 || matrix ? std::vector<int64_t>{ne0, ne1}
+                                               : std::vector<int64_t>{ne0},
+                    matrix, out);
+}
+
+// An optional F32 vector: bound when the file has it (shape and type checked), else empty.
+Status bind_optional(const GgufFile& f, const std::string& name, int64_t n, TensorView* out) {
+  if (!f.find_tensor(name)) return Status::Ok();
+  return bind(f, name, n, 1, false, out);
+}
+
+// Binds a 3-D tensor of ggml shape {ne0, ne1, ne2} (the experts') as ne1 * ne2 rows of ne0.
+Status bind3(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2,
+             TensorView* out) {
+  return bind_shape(f, name, {ne0, ne1, ne2}, true, out);
+}
+
 }  // namespace
+
+Status LlamaModel::bind_experts(int il) {
+  const LlamaHParams& hp = hp_;
+  LlamaLayerWeights& L = w_.layers[static_cast<size_t>(il)];
+  const std::string p = "blk." + std::to_string(il) + ".";
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff, n_expert = hp.n_expert;
+  if (!file_.find_tensor(p + "ffn_gate_inp.weight"))
+    return Status::Error("missing tensor '" + p + "ffn_gate_inp.weight' (the router of a file with " +
+                         std::to_string(n_expert) + " experts per layer)");
+  HC_TRY(bind(file_, p + "ffn_gate_inp.weight", n_embd, n_expert, true, &L.ffn_gate_inp));
+  TensorView gate, up, down;
+  HC_TRY(bind3(file_, p + "ffn_gate_exps.weight", n_embd, n_ff, n_expert, &gate));
+  HC_TRY(bind3(file_, p + "ffn_up_exps.weight", n_embd, n_ff, n_expert, &up));
+  HC_TRY(bind3(file_, p + "ffn_down_exps.weight", n_ff, n_embd, n_expert, &down));
+  for (const char* dense : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"})
+    if (file_.find_tensor(p + dense))
+      return Status::Error("tensor '" + p + dense + "' in a layer of experts: expected only the "
+                           "experts' ffn_*_exps (hotcold runs no shared dense FFN)");
+  L.experts.resize(static_cast<size_t>(n_expert));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    LlamaLayerWeights::Expert& E = L.experts[static_cast<size_t>(e)];
+    E.gate = TensorView::make(gate.type, gate.row(e * n_ff), n_embd, n_ff);
+    E.up = TensorView::make(up.type, up.row(e * n_ff), n_embd, n_ff);
+    E.down = TensorView::make(down.type, down.row(e * n_embd), n_ff, n_embd);
+  }
+  return Status::Ok();
+}
 
 Status LlamaModel::bind_weights() {
   const LlamaHParams& hp = hp_;
@@ -395,6 +540,9 @@ Status LlamaModel::bind_weights() {
   const bool layer_norm = hp.norm == NormKind::kLayer;
   HC_TRY(bind(file_, "output_norm.weight", hp.n_embd, 1, false, &w_.output_norm));
   if (layer_norm) HC_TRY(bind(file_, "output_norm.bias", hp.n_embd, 1, false, &w_.output_norm_b));
+  if (file_.find_tensor("output.bias"))
+    return Status::Error("tensor 'output.bias': hotcold does not compute an output bias "
+                         "(expected no such tensor)");
   if (file_.find_tensor("output.weight")) {
     HC_TRY(bind(file_, "output.weight", hp.n_embd, hp_.n_vocab, true, &w_.output));
   } else {
@@ -459,7 +607,24 @@ Status LlamaModel::bind_weights() {
       HC_TRY(bind(file_, p + "attn_q.weight", hp.n_embd, q_dim, true, &L.wq));
       HC_TRY(bind(file_, p + "attn_k.weight", hp.n_embd, kv_dim, true, &L.wk));
       HC_TRY(bind(file_, p + "attn_v.weight", hp.n_embd, kv_dim, true, &L.wv));
+      // Optional biases (llama.cpp's create_tensor_qkv: qwen2 has them, llama may).
+      HC_TRY(bind_optional(file_, p + "attn_q.bias", q_dim, &L.bq));
+      HC_TRY(bind_optional(file_, p + "attn_k.bias", kv_dim, &L.bk));
+      HC_TRY(bind_optional(file_, p + "attn_v.bias", kv_dim, &L.bv));
+      HC_TRY(bind_optional(file_, p + "attn_output.bias", hp.n_embd, &L.bo));
+      if (hp.qk_norm) {
+        HC_TRY(bind(file_, p + "attn_q_norm.weight", hp.head_dim, 1, false, &L.attn_q_norm));
+        HC_TRY(bind(file_, p + "attn_k_norm.weight", hp.head_dim, 1, false, &L.attn_k_norm));
+      }
       HC_TRY(bind(file_, p + "ffn_norm.weight", hp.n_embd, 1, false, &L.ffn_norm));
+      for (const char* absent : {"ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+        if (file_.find_tensor(p + absent))
+          return Status::Error("tensor '" + p + absent + "': hotcold does not compute FFN "
+                               "biases in " + hp.arch + " files (expected no such tensor)");
+      if (hp.is_moe()) {
+        HC_TRY(bind_experts(il));
+        continue;
+      }
       HC_TRY(bind(file_, p + "ffn_gate.weight", hp.n_embd, hp.n_ff, true, &L.ffn_gate));
       HC_TRY(bind(file_, p + "ffn_up.weight", hp.n_embd, hp.n_ff, true, &L.ffn_up));
     }
@@ -494,9 +659,15 @@ float LlamaModel::rope_theta_scale() const {
 uint64_t LlamaModel::weight_bytes_per_token() const {
   auto bytes = [](const TensorView& t) { return static_cast<uint64_t>(t.nb1 * t.ne1); };
   uint64_t total = static_cast<uint64_t>(w_.token_embd.nb1) + bytes(w_.output);
-  for (const auto& L : w_.layers)
+  for (const auto& L : w_.layers) {
     total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.ffn_gate) +
              bytes(L.ffn_up) + (L.ffn_down.empty() ? bytes(L.ffn_down_t) : bytes(L.ffn_down));
+    if (!L.experts.empty()) {  // the router and the n_expert_used experts a token routes to
+      const auto& E = L.experts[0];
+      total += bytes(L.ffn_gate_inp) + static_cast<uint64_t>(hp_.n_expert_used) *
+                                           (bytes(E.gate) + bytes(E.up) + bytes(E.down));
+    }
+  }
   return total;
 }
 

@@ -46,6 +46,12 @@ const char* activation_name(FfnActivation a);
 
 enum class NormKind { kRms, kLayer };
 
+// How a mixture-of-experts router turns its logits into expert weights (llama.cpp's
+// llama_expert_gating_func_type): softmax over all experts, then the top n_expert_used
+// (kSoftmax, Mixtral and Qwen3-MoE); sigmoid of each logit (kSigmoid); or the top n_expert_used
+// logits first, then a softmax over those (kSoftmaxWeight).
+enum class MoeGating { kSoftmax, kSigmoid, kSoftmaxWeight };
+
 // OPT's learned position table starts 2 rows in (HF OPTLearnedPositionalEmbedding's offset;
 // PowerInfer adds it to OPT's inp_pos): position p reads row p + 2.
 inline constexpr int kOptPosOffset = 2;
@@ -67,6 +73,18 @@ struct LlamaHParams {
   bool rope_neox = false;       // falcon: RoPE rotates (i, i + n_rot/2) pairs
   bool ffn_gated = true;        // false: h = act(gate . x), no up (falcon; see above)
   bool learned_pos = false;     // opt: x = token_embd[t] + position_embd[pos + kOptPosOffset]
+  bool qk_norm = false;         // qwen3: RMSNorm of every Q and K head (attn_q_norm /
+                                // attn_k_norm, [head_dim]) before RoPE
+  // Mixture of experts (llama with expert_count: Mixtral; qwen3moe): each layer's FFN is
+  // n_expert gated experts of n_ff neurons each (n_ff is then the expert width), of which a
+  // router (ffn_gate_inp) picks n_expert_used per token; the FFN's output is the weighted sum
+  // of theirs. n_expert = 0: one dense FFN.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  MoeGating moe_gating = MoeGating::kSoftmax;
+  bool moe_norm_w = false;    // the chosen weights are divided by their sum
+  float moe_w_scale = 0.0f;   // then multiplied by this (0 or 1: left alone)
+  bool is_moe() const { return n_expert > 0; }
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;
   FfnActivation ffn_act = FfnActivation::kSilu;
@@ -85,11 +103,12 @@ struct LlamaHParams {
 };
 
 // Whether the devices (ops::Device) can run this model's attention block, dense FFN and output
-// layer: RMSNorm, normal RoPE, sequential blocks, gated FFN. Where not (falcon, opt), a device
-// holds hot neurons only (and not those of an FFN with biases: opt).
+// layer: RMSNorm, sequential blocks, gated FFN, RoPE of either kind, Q/K/V/output biases and
+// Q/K norms (llama, mistral, bamboo, qwen2, qwen3, qwen3moe). Where not (falcon, opt: LayerNorm,
+// parallel blocks, learned positions), a device holds hot neurons only (and not those of an FFN
+// with biases: opt).
 inline bool device_blocks_supported(const LlamaHParams& hp) {
-  return hp.norm == NormKind::kRms && !hp.parallel_block && !hp.rope_neox && hp.ffn_gated &&
-         !hp.learned_pos;
+  return hp.norm == NormKind::kRms && !hp.parallel_block && hp.ffn_gated && !hp.learned_pos;
 }
 
 struct LlamaLayerWeights {
@@ -99,7 +118,9 @@ struct LlamaLayerWeights {
   TensorView wk;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wv;           // [n_head_kv*head_dim rows, n_embd]
   TensorView wo;           // [n_embd rows, n_head*head_dim]
-  TensorView bq, bk, bv, bo;  // [rows] f32 biases of wq, wk, wv, wo (opt), else empty
+  TensorView bq, bk, bv, bo;  // [rows] f32 biases of wq, wk, wv, wo (opt, qwen2), else empty
+  TensorView attn_q_norm;  // [head_dim] f32 RMSNorm of each Q head (qwen3), else empty
+  TensorView attn_k_norm;  // [head_dim] f32 RMSNorm of each K head (qwen3), else empty
   TensorView ffn_norm;     // [n_embd] f32 (falcon: the file's attn_norm)
   TensorView ffn_norm_b;   // [n_embd] f32 LayerNorm bias, else empty
   TensorView ffn_gate;     // [n_ff rows, n_embd], one row per neuron (falcon: the file's ffn_up)
@@ -114,6 +135,15 @@ struct LlamaLayerWeights {
   TensorView ffn_down_t;   // [n_ff rows, n_embd] (blk.N.ffn_down_t.weight)
   TensorView fc1;          // [rank rows, n_embd] (blk.N.fc1.weight)
   TensorView fc2;          // [n_ff rows, rank]   (blk.N.fc2.weight)
+  // Mixture of experts (hp.is_moe(); then ffn_gate / ffn_up / ffn_down are empty): the router
+  // and each expert's matrices, row views of the file's 3-D tensors ffn_{gate,up,down}_exps.
+  TensorView ffn_gate_inp;  // [n_expert rows, n_embd] the router (F32 in llama.cpp's files)
+  struct Expert {
+    TensorView gate;  // [n_ff rows, n_embd]
+    TensorView up;    // [n_ff rows, n_embd]
+    TensorView down;  // [n_embd rows, n_ff]
+  };
+  std::vector<Expert> experts;  // [n_expert]
 };
 
 struct LlamaWeights {
@@ -173,8 +203,11 @@ class LlamaModel {
   };
   LlamaModel() = default;
   Status bind_weights();
+  Status bind_experts(int il);  // layer il's router and experts (hp_.is_moe())
   // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
   void repack_weights(bool drop_pages);
+  // Repacks matrices of one type and shape into one mapping; false when it cannot be mapped.
+  bool repack_group(const std::vector<TensorView*>& mats, bool drop_pages);
   // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there;
   // `file`: the mapping to release after each vector (empty: keep its pages).
   void copy_vectors(std::span<const uint8_t> file);

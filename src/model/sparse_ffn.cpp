@@ -21,6 +21,12 @@ SparseFfn::~SparseFfn() {
 Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& model,
                                                           const SparseOptions& opt) {
   const LlamaHParams& hp = model.hparams();
+  if (hp.is_moe())
+    return Status::Error("sparse FFN: this " + hp.arch + " model routes each token to " +
+                         std::to_string(hp.n_expert_used) + " of " + std::to_string(hp.n_expert) +
+                         " experts already (sparsity at the grain of experts); --sparse, "
+                         "--sparsity and --predictor run dense FFNs neuron by neuron: drop them "
+                         "(place hot experts with --vram-budget instead)");
   if (opt.use_predictor) {
     for (int il = 0; il < hp.n_layer; ++il)
       if (model.weights().layers[il].fc1.empty())

@@ -118,6 +118,12 @@ Result<PlacementPlan> read_hotcold_plan(const GgufFile& g) {
   HC_ASSIGN_OR_RETURN(p.solver, g.get_string("hotcold.plan.solver"));
   HC_ASSIGN_OR_RETURN(p.budget_bytes, g.get_u64("hotcold.plan.budget_bytes"));
   HC_ASSIGN_OR_RETURN(p.predicted_tok_s, g.get_f32("hotcold.plan.predicted_tok_s"));
+  if (g.find("hotcold.plan.unit")) {
+    HC_ASSIGN_OR_RETURN(std::string unit, g.get_string("hotcold.plan.unit"));
+    if (unit != "expert" && unit != "neuron")
+      return Status::Error("hotcold.plan.unit is '" + unit + "', expected 'neuron' or 'expert'");
+    p.experts = unit == "expert";
+  }
   p.n_ff = n_ff;
   p.layers.resize(n_layer);
   for (int il = 0; il < static_cast<int>(n_layer); ++il) {
@@ -200,11 +206,18 @@ Status PlacementPlan::validate() const {
   return Status::Ok();
 }
 
-Status PlacementPlan::check_matches(int n_layer_model, int64_t n_ff_model) const {
+Status PlacementPlan::check_matches(int n_layer_model, int64_t n_ff_model,
+                                   bool experts_model) const {
+  const auto unit = [](bool e) { return e ? std::string("experts") : std::string("n_ff"); };
+  if (experts != experts_model)
+    return Status::Error(std::string("plan places ") + (experts ? "experts" : "FFN neurons") +
+                         "; the model has " +
+                         (experts_model ? "experts (a mixture-of-experts model)" : "a dense FFN"));
   if (n_layer() != n_layer_model || n_ff != n_ff_model)
-    return Status::Error("plan has n_layer " + std::to_string(n_layer()) + ", n_ff " +
-                         std::to_string(n_ff) + "; the model has n_layer " +
-                         std::to_string(n_layer_model) + ", n_ff " + std::to_string(n_ff_model));
+    return Status::Error("plan has n_layer " + std::to_string(n_layer()) + ", " + unit(experts) +
+                         " " + std::to_string(n_ff) + "; the model has n_layer " +
+                         std::to_string(n_layer_model) + ", " + unit(experts_model) + " " +
+                         std::to_string(n_ff_model));
   return Status::Ok();
 }
 
@@ -227,6 +240,7 @@ Result<std::vector<uint8_t>> serialize_plan(const PlacementPlan& plan) {
   w.set("hotcold.plan.solver", GgufValue::str(plan.solver));
   w.set("hotcold.plan.n_layer", GgufValue::u32(static_cast<uint32_t>(plan.n_layer())));
   w.set("hotcold.plan.n_ff", GgufValue::u32(static_cast<uint32_t>(plan.n_ff)));
+  if (plan.experts) w.set("hotcold.plan.unit", GgufValue::str("expert"));
   // Tensor data must outlive serialize(): [n_layer][3] vectors.
   std::vector<std::vector<int32_t>> store;
   store.reserve(static_cast<size_t>(plan.n_layer()) * 3);

@@ -6,7 +6,8 @@
 //   general.architecture = "hotcold-plan"
 //   hotcold.plan.version (u32 1), .model (string: identity of the model file), .stats (identity
 //   of the statistics file), .budget_bytes (u64), .predicted_tok_s (f32), .solver (string),
-//   .n_layer, .n_ff (u32)
+//   .n_layer, .n_ff (u32), .unit (string, optional: "expert" for a mixture-of-experts model's
+//   plan, whose units are whole experts, n_ff = experts per layer; absent: neurons)
 //   per layer N, all I32:
 //     blk.N.gpu_idx     [n_ff]   1 when neuron i is on the device, else 0 (PowerInfer's meaning)
 //     blk.N.gpu_bucket  [n_hot]  the device's neurons, ascending (PowerInfer's meaning)
@@ -31,7 +32,8 @@ struct LayerPlacement {
 };
 
 struct PlacementPlan {
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;      // units per layer: FFN neurons, or experts (experts = true)
+  bool experts = false;  // a mixture-of-experts model's plan: `hot` lists whole experts
   std::vector<LayerPlacement> layers;  // [n_layer]
   // Provenance, stored in the file.
   std::string model_id;    // identity of the model file (file_identity)
@@ -46,8 +48,8 @@ struct PlacementPlan {
   std::vector<int32_t> gpu_idx(int il) const;
   // Ok when every layer's hot list is ascending, unique and within [0, n_ff).
   Status validate() const;
-  // Ok when the plan has this model's n_layer and n_ff.
-  Status check_matches(int n_layer, int64_t n_ff) const;
+  // Ok when the plan has this model's n_layer and n_ff (or n_expert, for a plan of experts).
+  Status check_matches(int n_layer, int64_t n_ff, bool experts = false) const;
 };
 
 // An all-host plan of the given shape.

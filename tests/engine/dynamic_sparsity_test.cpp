@@ -203,7 +203,7 @@ TEST(DynamicThresholds, ControllerReachesTheRecallTargetFromABadStart) {
   DynamicOptions o;
   o.control = true;
   o.controller.target_value = 0.95;
-  auto dyn = DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, o);
+  auto dyn = DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, o);
   ASSERT_TRUE(dyn.ok()) << dyn.message();
   std::shared_ptr<DynamicSparsity> d(std::move(*dyn));
   const std::vector<int32_t> toks = stream(400, spec.n_vocab, 11);
@@ -218,7 +218,7 @@ TEST(DynamicThresholds, ControllerReachesTheRecallTargetFromABadStart) {
   for (float t : d->thresholds()) EXPECT_LT(t, 5.0f);
   // Static thresholds (no controller) stay where they were and so does the recall.
   DynamicOptions watch;
-  auto w = DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, watch);
+  auto w = DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, watch);
   ASSERT_TRUE(w.ok());
   std::shared_ptr<DynamicSparsity> ws(std::move(*w));
   run_session(fx.m, fx.sparse, nullptr, ws, toks);
@@ -230,7 +230,7 @@ TEST(DynamicThresholds, ControllerReachesTheRecallTargetFromABadStart) {
 std::vector<double> firing_counts(const Fixture& fx, const std::vector<int32_t>& toks, int il) {
   DynamicOptions watch;
   watch.half_life = 1e9;  // no decay: plain counts
-  auto w = DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, watch);
+  auto w = DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, watch);
   EXPECT_TRUE(w.ok());
   std::shared_ptr<DynamicSparsity> ws(std::move(*w));
   run_session(fx.m, fx.sparse, nullptr, ws, toks);
@@ -272,7 +272,7 @@ TEST(DynamicPlacement, MigrationRecoversTheDeviceShareAfterAShift) {
     o.migrate_every = 8;
     o.half_life = 32;
     o.migration.max_swaps = 16;
-    auto dyn = DynamicSparsity::create(*fx.m, *fx.sparse, dm.get(), o);
+    auto dyn = DynamicSparsity::create(*fx.m, fx.sparse.get(), dm.get(), o);
     ASSERT_TRUE(dyn.ok()) << dyn.message();
     std::shared_ptr<DynamicSparsity> d(std::move(*dyn));
     const std::vector<float> got = run_session(fx.m, fx.sparse, dm, d, toks);
@@ -304,7 +304,7 @@ TEST(DynamicPlacement, HybridAuditSeesTheHostOnlyDecisions) {
   DynamicOptions o;
   o.audit_every = 1;
   o.half_life = 1e9;
-  auto a = DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, o);
+  auto a = DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, o);
   ASSERT_TRUE(a.ok());
   std::shared_ptr<DynamicSparsity> host_dyn(std::move(*a));
   run_session(fx.m, fx.sparse, nullptr, host_dyn, toks);
@@ -313,7 +313,7 @@ TEST(DynamicPlacement, HybridAuditSeesTheHostOnlyDecisions) {
   auto built = DeviceModel::build(*fx.m, fx.sparse.get(), cpu_device(), p);
   ASSERT_TRUE(built.ok());
   std::shared_ptr<DeviceModel> dm(std::move(*built));
-  auto b = DynamicSparsity::create(*fx.m, *fx.sparse, dm.get(), o);
+  auto b = DynamicSparsity::create(*fx.m, fx.sparse.get(), dm.get(), o);
   ASSERT_TRUE(b.ok());
   std::shared_ptr<DynamicSparsity> hyb(std::move(*b));
   run_session(fx.m, fx.sparse, dm, hyb, toks);
@@ -360,7 +360,7 @@ TEST(DynamicThresholds, PredictorThresholdIsSteeredToTheSparsityTarget) {
   o.controller.gain = 4;
   o.controller.max_step = 4;
   o.audit_every = 2;
-  auto dyn = DynamicSparsity::create(*m, *sparse, nullptr, o);
+  auto dyn = DynamicSparsity::create(*m, sparse.get(), nullptr, o);
   ASSERT_TRUE(dyn.ok()) << dyn.message();
   std::shared_ptr<DynamicSparsity> d(std::move(*dyn));
   run_session(m, sparse, nullptr, d, stream(400, spec.n_vocab, 21));
@@ -381,12 +381,12 @@ TEST(DynamicSparsity, CreateRefusesBadOptions) {
   ASSERT_TRUE(fx.m && fx.sparse);
   DynamicOptions o;
   o.migrate = true;  // no device
-  auto r = DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, o);
+  auto r = DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, o);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("needs hot neurons on a device"), std::string::npos);
   o.migrate = false;
   o.audit_every = 0;
-  EXPECT_FALSE(DynamicSparsity::create(*fx.m, *fx.sparse, nullptr, o).ok());
+  EXPECT_FALSE(DynamicSparsity::create(*fx.m, fx.sparse.get(), nullptr, o).ok());
 }
 
 }  // namespace

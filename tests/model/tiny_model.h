@@ -33,6 +33,12 @@ struct TinyModelSpec {
   // ReLU FFN, tied output; n_head_kv is n_head) with ffn_down in the dense layout.
   std::string arch = "llama";
   bool norm2 = false;
+  // "qwen2" adds Q/K/V biases, "qwen3" / "qwen3moe" per-head Q/K norms (both NeoX RoPE).
+  // n_expert > 0 (llama: Mixtral's layout; required by qwen3moe): every layer's FFN is n_expert
+  // experts of n_ff neurons (router ffn_gate_inp F32, ffn_{gate,up,down}_exps in wtype), of
+  // which n_expert_used run per token.
+  int n_expert = 0, n_expert_used = 0;
+  int head_dim = 0;  // 0: n_embd / n_head; else attention.key_length / value_length
 };
 
 class TinyModel {
@@ -51,6 +57,18 @@ class TinyModel {
                                           : "attention.layer_norm_rms_epsilon"),
            GgufValue::f32(1e-5f));
     if (!s.activation.empty()) w_.set("hotcold.ffn_activation", GgufValue::str(s.activation));
+    if (s.head_dim > 0) {
+      w_.set(a + "attention.key_length", GgufValue::u32(s.head_dim));
+      w_.set(a + "attention.value_length", GgufValue::u32(s.head_dim));
+    }
+    if (s.n_expert > 0) {
+      w_.set(a + "expert_count", GgufValue::u32(s.n_expert));
+      w_.set(a + "expert_used_count", GgufValue::u32(s.n_expert_used));
+      if (s.arch == "qwen3moe") {  // feed_forward_length is the (unused) dense width there
+        w_.set(a + "expert_feed_forward_length", GgufValue::u32(s.n_ff));
+        w_.set(a + "feed_forward_length", GgufValue::u32(3 * s.n_ff));
+      }
+    }
     std::vector<std::string> toks = {"<unk>", "<s>", "</s>"};
     std::vector<float> scores = {0, 0, 0};
     std::vector<int32_t> types = {2, 3, 3};
@@ -66,7 +84,7 @@ class TinyModel {
     w_.set("tokenizer.ggml.token_type", GgufValue::i32_array(types));
     w_.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
     w_.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
-    const int hd = s.n_embd / s.n_head;
+    const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
     matrix("token_embd.weight", s.n_embd, s.n_vocab, s.wtype, 1.0f);
     const bool opt = s.arch == "opt";
     norm("output_norm.weight", s.n_embd);
@@ -111,8 +129,24 @@ class TinyModel {
       matrix(p + "attn_q.weight", s.n_embd, s.n_head * hd, s.wtype, 0.3f);
       matrix(p + "attn_k.weight", s.n_embd, s.n_head_kv * hd, s.wtype, 0.3f);
       matrix(p + "attn_v.weight", s.n_embd, s.n_head_kv * hd, s.wtype, 0.3f);
+      if (s.arch == "qwen2") {
+        bias(p + "attn_q.bias", s.n_head * hd);
+        bias(p + "attn_k.bias", s.n_head_kv * hd);
+        bias(p + "attn_v.bias", s.n_head_kv * hd);
+      }
+      if (s.arch == "qwen3" || s.arch == "qwen3moe") {
+        norm(p + "attn_q_norm.weight", hd);
+        norm(p + "attn_k_norm.weight", hd);
+      }
       matrix(p + "attn_output.weight", s.n_head * hd, s.n_embd, s.wtype, 0.1f);
       norm(p + "ffn_norm.weight", s.n_embd);
+      if (s.n_expert > 0) {
+        matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, GgmlType::F32, 0.3f);
+        matrix(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff, s.wtype, 0.3f, s.n_expert);
+        matrix(p + "ffn_up_exps.weight", s.n_embd, s.n_ff, s.wtype, 0.3f, s.n_expert);
+        matrix(p + "ffn_down_exps.weight", s.n_ff, s.n_embd, s.wtype, 0.1f, s.n_expert);
+        continue;
+      }
       matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
       matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, s.wtype, 0.3f);
       matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, s.wtype, 0.1f);
@@ -122,15 +156,20 @@ class TinyModel {
   std::vector<uint8_t> bytes() { return *w_.serialize(); }
 
  private:
-  void matrix(const std::string& name, int64_t ne0, int64_t ne1, GgmlType t, float scale) {
+  // ne2 > 0: a 3-D tensor {ne0, ne1, ne2} (the experts'), ne1 * ne2 rows.
+  void matrix(const std::string& name, int64_t ne0, int64_t ne1, GgmlType t, float scale,
+              int64_t ne2 = 0) {
     std::normal_distribution<float> d(0.0f, scale);
-    std::vector<float> f(ne0 * ne1);
+    const int64_t rows = ne1 * std::max<int64_t>(ne2, 1);
+    std::vector<float> f(ne0 * rows);
     for (float& x : f) x = d(rng_);
     const int64_t rb = row_bytes(t, ne0);
-    bufs_.emplace_back(rb * ne1);
-    for (int64_t r = 0; r < ne1; ++r)
+    bufs_.emplace_back(rb * rows);
+    for (int64_t r = 0; r < rows; ++r)
       quant::quantize_row_ref(t, f.data() + r * ne0, bufs_.back().data() + r * rb, ne0);
-    w_.add_tensor({name, {ne0, ne1}, t, {bufs_.back().data(), bufs_.back().size()}});
+    std::vector<int64_t> ne = {ne0, ne1};
+    if (ne2 > 0) ne.push_back(ne2);
+    w_.add_tensor({name, ne, t, {bufs_.back().data(), bufs_.back().size()}});
   }
   void norm(const std::string& name, int64_t n) {
     std::uniform_real_distribution<float> d(0.8f, 1.2f);
