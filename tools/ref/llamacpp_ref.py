@@ -326,6 +326,45 @@ class LlamaRef:
         return Perplexity(ppl, stderr, len(tokens), n_chunk, n_ctx, count, chunk_ppl)
 
 
+# llama-quantize's type names (its command line) -> llama_ftype.
+QUANT_FTYPES = {
+    "q8_0": L.LLAMA_FTYPE_MOSTLY_Q8_0,
+    "q4_0": L.LLAMA_FTYPE_MOSTLY_Q4_0,
+    "q4_1": L.LLAMA_FTYPE_MOSTLY_Q4_1,
+    "q5_0": L.LLAMA_FTYPE_MOSTLY_Q5_0,
+    "q4_k_s": L.LLAMA_FTYPE_MOSTLY_Q4_K_S,
+    "q4_k_m": L.LLAMA_FTYPE_MOSTLY_Q4_K_M,
+    "q5_k_m": L.LLAMA_FTYPE_MOSTLY_Q5_K_M,
+    "q6_k": L.LLAMA_FTYPE_MOSTLY_Q6_K,
+    "f16": L.LLAMA_FTYPE_MOSTLY_F16,
+}
+
+
+def quantize(src: str | Path, dst: str | Path, ftype: str, n_threads: int = 1,
+             pure: bool = False) -> Path:
+    """llama.cpp's own quantiser (llama-quantize: llama_model_quantize) from an F32 / F16 GGUF:
+    its per-tensor type rules unless `pure` (4-bit types: the output Q6_K; Q4_K_M: attn_v /
+    ffn_down of some layers Q6_K; files with 8 or more experts: attn_k / attn_v Q8_0;
+    ffn_gate_inp routers and 1-D tensors stay F32). Written to dst via a temporary name, so a partial file never appears
+    under dst."""
+    _init_backend()
+    if ftype not in QUANT_FTYPES:
+        raise ValueError(f"quantize: unknown type {ftype!r} (expected one of "
+                         f"{', '.join(QUANT_FTYPES)})")
+    dst = Path(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    params = L.llama_model_quantize_default_params()
+    params.ftype = QUANT_FTYPES[ftype]
+    params.nthread = n_threads
+    params.pure = pure
+    rc = L.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+    if rc != 0:
+        tmp.unlink(missing_ok=True)
+        raise RuntimeError(f"llama_model_quantize({src} -> {ftype}) failed ({rc})")
+    tmp.replace(dst)
+    return dst
+
+
 def _nll_rows(rows: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """-log softmax(rows)[targets] with llama.cpp's precision choices (log_softmax())."""
     rows = np.asarray(rows, dtype=np.float32)

@@ -9,6 +9,11 @@
 // FFN in parallel with attention), in llama.cpp's layout or with --powerinfer in PowerInfer's.
 // `--arch opt`: PowerInfer's OPT (learned positions, biases everywhere, ReLU FFN, output tied to
 // token_embd), in its dense layout or with --powerinfer in its sparse one.
+// `--arch qwen2` (llama plus Q/K/V biases), `--arch qwen3` (llama plus per-head Q/K RMS norms,
+// any head_dim), and Mixture-of-Experts files: `--experts N --experts-used K` with `--arch
+// llama` (Mixtral's layout) or `--arch qwen3moe` (Qwen3-30B-A3B's): a router ffn_gate_inp (F32)
+// and 3-D expert tensors ffn_{gate,up,down}_exps, with router rows scaled so that expert
+// popularity falls off with the expert's index (--expert-skew).
 //
 // Weights: approximately normal (an Irwin-Hall sum of four uniforms), mean 0, standard
 // deviation 1/sqrt(row length) for matrices, so every matmul maps unit-RMS inputs to unit-RMS
@@ -49,13 +54,25 @@ const std::string kSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's escaped s
 struct Shape {
   const char* name;
   int n_embd, n_ff, n_head, n_head_kv, n_vocab, n_ctx;
-  float norm_eps;  // RMS norm's (llama, bamboo) or LayerNorm's (falcon; opt writes none)
+  float norm_eps;          // RMS norm's (llama, bamboo) or LayerNorm's (falcon; opt writes none)
+  float rope_base = 1e4f;  // rope.freq_base
+  int head_dim = 0;        // 0: n_embd / n_head (Qwen3's is 128 whatever n_embd / n_head)
+  int n_expert = 0;        // 0: dense; else the experts of a MoE shape (--arch llama, qwen3moe)
+  int n_expert_used = 0;   // experts per token
+  int n_ff_exp = 0;        // an expert's FFN width; 0: n_ff (Mixtral)
 };
 constexpr Shape kShapes[] = {
     {"llama2-7b", 4096, 11008, 32, 32, 32000, 4096, 1e-5f},
     // Falcon-7B (multi-query: one K/V head) and OPT-6.7B, for --arch falcon / opt benchmarks.
     {"falcon-7b", 4544, 18176, 71, 1, 65024, 2048, 1e-5f},
     {"opt-6.7b", 4096, 16384, 32, 32, 50272, 2050, 1e-5f},
+    // Hugging Face config.json values. Qwen2.5-7B(-Instruct): context 32768 (the base model's
+    // file says 131072). Mixtral-8x7B: every layer 8 experts of width n_ff, 2 per token.
+    // Qwen3-30B-A3B: n_ff is its (unused) dense intermediate_size, written as
+    // feed_forward_length as llama.cpp's converter does; experts 128 of width 768, 8 per token.
+    {"qwen2.5-7b", 3584, 18944, 28, 4, 152064, 32768, 1e-6f, 1e6f},
+    {"mixtral-8x7b", 4096, 14336, 32, 8, 32000, 32768, 1e-5f, 1e6f, 0, 8, 2, 0},
+    {"qwen3-30b-a3b", 2048, 6144, 32, 4, 151936, 40960, 1e-6f, 1e6f, 128, 128, 8, 768},
     // Small enough for tests to generate and run in well under a second; GQA (2 KV heads)
     // and n_ff = 3 * 256 so every type, K-quants included, accepts it.
     {"tiny", 256, 768, 4, 2, 512, 2048, 1e-5f},
@@ -82,6 +99,17 @@ constexpr int kOptPositions = 2050;
 // Fewest tokens the vocabulary can hold: <unk> <s> </s>, 256 byte tokens and "▁".
 constexpr int kMinVocab = 3 + 256 + 1;
 
+// A float flag left at this value was not given (its default depends on other flags).
+constexpr float kUnsetFloat = -1e30f;
+// Default biases: falcon's LayerNorms and opt's; qwen2's Q/K/V biases, large enough that they
+// matter (README: dropping them moves the logits by far more than any test tolerance).
+constexpr float kNormBiasDefault = 0.05f;
+constexpr float kQkvBiasDefault = 0.5f;
+// Default --expert-skew: router row e scaled by (1 + e)^-0.5 (README: measured popularity).
+constexpr float kExpertSkewDefault = 0.5f;
+// llama.cpp's LLAMA_MAX_EXPERTS.
+constexpr int kMaxExperts = 1024;
+
 struct Flags {
   std::string shape = "llama2-7b";
   std::string type = "f16";
@@ -93,7 +121,12 @@ struct Flags {
   int threads = 2;
   uint64_t seed = 1;
   float norm_jitter = 0.0f;
-  float norm_bias = 0.05f;
+  float norm_bias = kUnsetFloat;  // the architecture's default (kNormBiasDefault, kQkvBiasDefault)
+  int head_dim = 0;               // 0: the shape's
+  int experts = -1;               // -1: the shape's (MoE-capable architectures); 0: dense
+  int experts_used = 0;           // 0: the shape's
+  int n_ff_exp = 0;               // 0: the shape's, else n_ff
+  float expert_skew = kUnsetFloat;
   bool falcon_norm2 = false;
   bool powerinfer = false;
   std::string pred_kind = "random";
@@ -107,11 +140,18 @@ struct Config {
   Shape shape;
   int n_layer = 0;
   WeightType wtype{};
-  std::string arch;        // general.architecture: llama, bamboo, falcon or opt
-  std::string act;         // the FFN activation hotcold will run: silu, relu, drelu or gelu
+  std::string arch;  // general.architecture: llama, bamboo, falcon, opt, qwen2, qwen3, qwen3moe
+  std::string act;   // the FFN activation hotcold will run: silu, relu, drelu or gelu
   bool write_act = false;  // act is not the file's own: declare it (hotcold's key)
   float norm_jitter = 0.0f;
-  float norm_bias = 0.0f;       // falcon: LayerNorm biases' standard deviation; opt: all biases'
+  float norm_bias = 0.0f;       // falcon: LayerNorm biases' standard deviation; opt: all biases';
+                                // qwen2: the Q/K/V biases'
+  int head_dim = 0;             // attention head size (n_embd / n_head unless given)
+  bool head_dim_given = false;  // head_dim from --head-dim or the shape: key_length when it differs
+  int n_expert = 0;             // 0: dense FFN; else experts per layer
+  int n_expert_used = 0;
+  int n_ff_exp = 0;             // an expert's width (llama: also shape.n_ff)
+  float expert_skew = 0.0f;     // router row e scaled by (1 + e)^-expert_skew
   bool falcon_norm2 = false;    // falcon: attn_norm_2 for attention (Falcon-40B)
   bool powerinfer = false;      // PowerInfer's sparse layout ("PWRI")
   bool gate_predictor = false;  // predictors that reproduce the gate's sign (see tensor_specs)
@@ -151,6 +191,7 @@ struct TensorSpec {
   std::string aux;  // kPredFc2Ln: the norm whose weights w are folded in, drawn with:
   float aux_stddev = 0.0f, aux_mean = 0.0f;
   int64_t pred_block = 0;  // kPredFc*Ln: B (mean_block: the predictor type's block, >= 32)
+  float row_decay = 0.0f;  // row r scaled by (1 + r)^-row_decay (the router: --expert-skew)
 };
 
 TensorSpec spec(std::string name, std::vector<int64_t> ne, GgmlType type, float stddev,
@@ -182,9 +223,17 @@ Status apply_override(const char* flag, int value, int* field) {
 
 // The weight type's block must divide every row length the file holds: n_embd (token_embd,
 // output, attn_q/k/v/output, ffn_gate/up) and n_ff (ffn_down).
-Status check_block_size(const Shape& s, const WeightType& w) {
+// MoE files: n_ff_exp (ffn_down_exps) instead of n_ff; with a head_dim of its own, also
+// n_head * head_dim (attn_output's rows).
+Status check_block_size(const Config& c) {
+  const WeightType& w = c.wtype;
   const int64_t block = dtype_traits(w.type).block_size;
-  for (auto [what, n] : {std::pair{"n_embd", s.n_embd}, std::pair{"n_ff", s.n_ff}}) {
+  std::vector<std::pair<const char*, int>> lengths = {
+      {"n_embd", c.shape.n_embd},
+      c.n_expert > 0 ? std::pair{"n_ff_exp", c.n_ff_exp} : std::pair{"n_ff", c.shape.n_ff}};
+  if (c.shape.n_head * c.head_dim != c.shape.n_embd)
+    lengths.emplace_back("n_head * head_dim", c.shape.n_head * c.head_dim);
+  for (auto [what, n] : lengths) {
     if (n % block != 0)
       return Status::Error("--type " + std::string(w.flag) + " needs " + what +
                            " to be a multiple of the " + dtype_name(w.type) + " block size " +
@@ -193,14 +242,16 @@ Status check_block_size(const Shape& s, const WeightType& w) {
   return Status::Ok();
 }
 
-Status check_shape(const Shape& s) {
-  if (s.n_embd % s.n_head != 0)
+// head_dim: a head size of its own (--head-dim or the shape's), or 0 for n_embd / n_head.
+Status check_shape(const Shape& s, int head_dim_given = 0) {
+  if (head_dim_given == 0 && s.n_embd % s.n_head != 0)
     return Status::Error("n_embd " + std::to_string(s.n_embd) + " is not a multiple of n_head " +
                          std::to_string(s.n_head));
-  const int head_dim = s.n_embd / s.n_head;
+  const int head_dim = head_dim_given > 0 ? head_dim_given : s.n_embd / s.n_head;
   if (head_dim % 2 != 0 || head_dim > 512)
-    return Status::Error("head dimension n_embd / n_head = " + std::to_string(head_dim) +
-                         " (expected an even value up to 512)");
+    return Status::Error((head_dim_given > 0 ? std::string("head_dim ")
+                                             : std::string("head dimension n_embd / n_head = ")) +
+                         std::to_string(head_dim) + " (expected an even value up to 512)");
   if (s.n_head % s.n_head_kv != 0)
     return Status::Error("n_head " + std::to_string(s.n_head) + " is not a multiple of n_head_kv " +
                          std::to_string(s.n_head_kv));
@@ -231,6 +282,17 @@ const char* natural_activation(const std::string& arch, bool powerinfer) {
 
 // Architectures whose norms are LayerNorms (mean subtracted, with bias): falcon and opt.
 bool layer_norm_arch(const std::string& arch) { return arch == "falcon" || arch == "opt"; }
+
+// llama.cpp's Qwen architectures: llama's tensors, NEOX RoPE, plus Q/K/V biases (qwen2) or
+// per-head Q/K RMS norms (qwen3, qwen3moe).
+bool qwen_arch(const std::string& arch) {
+  return arch == "qwen2" || arch == "qwen3" || arch == "qwen3moe";
+}
+bool qk_norm_arch(const std::string& arch) { return arch == "qwen3" || arch == "qwen3moe"; }
+// Architectures that may carry routed experts (llama: Mixtral's layout; qwen3moe: always) and
+// those whose head size may differ from n_embd / n_head (attention.key_length).
+bool moe_arch(const std::string& arch) { return arch == "llama" || arch == "qwen3moe"; }
+bool head_dim_arch(const std::string& arch) { return arch == "llama" || qwen_arch(arch); }
 
 // The gate-exact predictor's rank: 2 n_embd for RMS norm (llama, bamboo); for LayerNorm
 // (falcon, opt) two more rows for the mean, each at the start of its own block of B rows, B the
@@ -273,22 +335,105 @@ Status check_predictor(const Flags& f, const Config& c) {
   return Status::Ok();
 }
 
+std::string shape_names() {
+  std::string s;
+  for (const Shape& sh : kShapes) s += (s.empty() ? "" : ", ") + std::string(sh.name);
+  return s;
+}
+
+// Head size: --head-dim, else the shape's, else n_embd / n_head (head_dim_arch only).
+Status resolve_head_dim(const Flags& f, Config* c) {
+  if (f.head_dim < 0 || f.head_dim > 512 || f.head_dim % 2 != 0)
+    return Status::Error("--head-dim: expected an even value up to 512, found " +
+                         std::to_string(f.head_dim));
+  if (f.head_dim > 0 && !head_dim_arch(c->arch))
+    return Status::Error("--head-dim needs --arch llama, qwen2, qwen3 or qwen3moe, found --arch " +
+                         c->arch);
+  const int given = f.head_dim > 0 ? f.head_dim : c->shape.head_dim;
+  if (given > 0 && !head_dim_arch(c->arch) && given * c->shape.n_head != c->shape.n_embd)
+    return Status::Error("--arch " + c->arch + " needs head_dim = n_embd / n_head; the " +
+                         c->shape.name + " shape has head_dim " + std::to_string(given));
+  HC_TRY(check_shape(c->shape, head_dim_arch(c->arch) ? given : 0));
+  c->head_dim = given > 0 ? given : c->shape.n_embd / c->shape.n_head;
+  c->head_dim_given = given > 0;
+  return Status::Ok();
+}
+
+// Experts: --experts / --experts-used / --n-ff-exp / --expert-skew, else the shape's (for the
+// MoE-capable architectures: llama, which is then Mixtral, and qwen3moe, which needs them).
+Status resolve_experts(const Flags& f, Config* c) {
+  const bool capable = moe_arch(c->arch);
+  if (f.experts < -1 || f.experts > kMaxExperts || f.experts == 1)
+    return Status::Error("--experts: expected 0 (dense) or 2.." + std::to_string(kMaxExperts) +
+                         ", found " + std::to_string(f.experts));
+  if (f.experts > 0 && !capable)
+    return Status::Error("--experts needs --arch llama or qwen3moe, found --arch " + c->arch);
+  c->n_expert = f.experts >= 0 ? f.experts : capable ? c->shape.n_expert : 0;
+  if (c->arch == "qwen3moe" && c->n_expert == 0)
+    return Status::Error("--arch qwen3moe needs experts: --experts N --experts-used K (the " +
+                         std::string(c->shape.name) + " shape has none)");
+  if (c->n_expert == 0) {
+    if (f.experts_used != 0 || f.n_ff_exp != 0 || f.expert_skew != kUnsetFloat)
+      return Status::Error(std::string(f.experts_used != 0 ? "--experts-used"
+                                       : f.n_ff_exp != 0   ? "--n-ff-exp"
+                                                           : "--expert-skew") +
+                           " needs experts (--experts N with --arch llama or qwen3moe)");
+    return Status::Ok();
+  }
+  if (c->powerinfer)
+    return Status::Error("--powerinfer: PowerInfer's layout has no experts (found " +
+                         std::to_string(c->n_expert) + " experts)");
+  c->n_expert_used = f.experts_used > 0 ? f.experts_used : c->shape.n_expert_used;
+  if (f.experts_used == 0 && c->n_expert_used == 0)
+    return Status::Error("--experts-used K is required with --experts " +
+                         std::to_string(c->n_expert) + " (expected 1.." +
+                         std::to_string(c->n_expert) + ")");
+  if (f.experts_used < 0 || c->n_expert_used < 1 || c->n_expert_used > c->n_expert)
+    return Status::Error("--experts-used: expected 1.." + std::to_string(c->n_expert) +
+                         " (experts per token, at most --experts), found " +
+                         std::to_string(f.experts_used));
+  if (f.n_ff_exp < 0 || f.n_ff_exp >= (1 << 24))
+    return Status::Error("--n-ff-exp: expected a positive value below 2^24, found " +
+                         std::to_string(f.n_ff_exp));
+  c->n_ff_exp = f.n_ff_exp > 0          ? f.n_ff_exp
+                : c->shape.n_ff_exp > 0 ? c->shape.n_ff_exp
+                                        : c->shape.n_ff;
+  if (c->arch == "llama") {
+    // Mixtral's layout: feed_forward_length is the expert width.
+    if (f.n_ff_exp > 0 && f.n_ff > 0 && f.n_ff != f.n_ff_exp)
+      return Status::Error(
+          "--arch llama with experts has one FFN width (feed_forward_length), "
+          "found --n-ff " +
+          std::to_string(f.n_ff) + " and --n-ff-exp " + std::to_string(f.n_ff_exp));
+    c->shape.n_ff = c->n_ff_exp;
+  }
+  const float skew = f.expert_skew == kUnsetFloat ? kExpertSkewDefault : f.expert_skew;
+  if (!std::isfinite(skew) || skew < 0.0f || skew > 4.0f)
+    return Status::Error("--expert-skew: expected 0..4, found " + std::to_string(skew));
+  c->expert_skew = skew;
+  return Status::Ok();
+}
+
 Result<Config> validate(const Flags& f) {
   Config c;
   const Shape* shape = nullptr;
   for (const Shape& s : kShapes)
     if (f.shape == s.name) shape = &s;
-  if (!shape)
+  if (!shape)  // the dense llama / falcon / opt shapes first, as before the Qwen and MoE ones
     return Status::Error("--shape: expected llama2-7b, falcon-7b, opt-6.7b or tiny, found '" +
-                         f.shape + "'");
+                         f.shape +
+                         "' (or a Qwen / MoE shape: qwen2.5-7b, mixtral-8x7b, qwen3-30b-a3b)");
   c.shape = *shape;
   HC_TRY(apply_override("--n-embd", f.n_embd, &c.shape.n_embd));
   HC_TRY(apply_override("--n-ff", f.n_ff, &c.shape.n_ff));
   HC_TRY(apply_override("--n-head", f.n_head, &c.shape.n_head));
   HC_TRY(apply_override("--n-head-kv", f.n_head_kv, &c.shape.n_head_kv));
   HC_TRY(apply_override("--n-vocab", f.n_vocab, &c.shape.n_vocab));
-  if (f.arch != "llama" && f.arch != "bamboo" && f.arch != "falcon" && f.arch != "opt")
-    return Status::Error("--arch: expected llama, bamboo, falcon or opt, found '" + f.arch + "'");
+  if (f.arch != "llama" && f.arch != "bamboo" && f.arch != "falcon" && f.arch != "opt" &&
+      !qwen_arch(f.arch))
+    return Status::Error(
+        "--arch: expected llama, bamboo, falcon, opt, qwen2, qwen3 or qwen3moe, found '" + f.arch +
+        "'");
   if (f.arch == "opt") {
     // OPT has one K and one V head per query head (PowerInfer reads no head_count_kv for it:
     // n_head_kv = n_head), and PowerInfer fixes its trained context at 2050 positions
@@ -299,16 +444,20 @@ Result<Config> validate(const Flags& f) {
     c.shape.n_head_kv = c.shape.n_head;
     c.shape.n_ctx = kOptPositions;
   }
-  HC_TRY(check_shape(c.shape));
+  c.arch = f.arch;
+  c.powerinfer = f.powerinfer;
+  HC_TRY(resolve_head_dim(f, &c));
 
   const WeightType* wtype = find_type(f.type);
   if (!wtype)
     return Status::Error("--type: expected one of " + type_names() + ", found '" + f.type + "'");
   c.wtype = *wtype;
-  HC_TRY(check_block_size(c.shape, c.wtype));
+  if (c.powerinfer && qwen_arch(c.arch))
+    return Status::Error("--powerinfer needs --arch llama, bamboo, falcon or opt, found --arch " +
+                         c.arch);
+  HC_TRY(resolve_experts(f, &c));
+  HC_TRY(check_block_size(c));
 
-  c.arch = f.arch;
-  c.powerinfer = f.powerinfer;
   const bool falcon = c.arch == "falcon";
   // Falcon's FFN has no gate: GELU (llama.cpp) or ReLU (ReluFalcon, PowerInfer); SiLU is
   // llama's SwiGLU; OPT's is ReLU, nothing else.
@@ -324,11 +473,14 @@ Result<Config> validate(const Flags& f) {
   if (!std::isfinite(f.norm_jitter) || f.norm_jitter < 0.0f || f.norm_jitter > 1.0f)
     return Status::Error("--norm-jitter: expected 0..1, found " + std::to_string(f.norm_jitter));
   c.norm_jitter = f.norm_jitter;
-  if (!std::isfinite(f.norm_bias) || f.norm_bias < 0.0f || f.norm_bias > 1.0f)
-    return Status::Error("--norm-bias: expected 0..1, found " + std::to_string(f.norm_bias));
+  const float norm_bias = f.norm_bias != kUnsetFloat ? f.norm_bias
+                          : c.arch == "qwen2"        ? kQkvBiasDefault
+                                                     : kNormBiasDefault;
+  if (!std::isfinite(norm_bias) || norm_bias < 0.0f || norm_bias > 1.0f)
+    return Status::Error("--norm-bias: expected 0..1, found " + std::to_string(norm_bias));
   if (f.falcon_norm2 && !falcon)
     return Status::Error("--falcon-norm2 needs --arch falcon, found --arch " + c.arch);
-  c.norm_bias = layer_norm_arch(c.arch) ? f.norm_bias : 0.0f;
+  c.norm_bias = layer_norm_arch(c.arch) || c.arch == "qwen2" ? norm_bias : 0.0f;
   c.falcon_norm2 = f.falcon_norm2;
   if (c.powerinfer) {
     HC_TRY(check_predictor(f, c));
@@ -420,6 +572,27 @@ struct SpecMaker {
   TensorSpec bias(std::string name, float stddev, int64_t n = 0) const {  // n: n_embd if 0
     return spec(std::move(name), {n > 0 ? n : c.shape.n_embd}, GgmlType::F32, stddev);
   }
+  // n_expert matrices [n_out, n_in] in one 3-D tensor: row r = e * n_out + j is expert e's
+  // row j, drawn as a matrix's.
+  TensorSpec experts(std::string name, int64_t n_in, int64_t n_out) const {
+    TensorSpec t = matrix(std::move(name), n_in, n_out);
+    t.ne.push_back(c.n_expert);
+    return t;
+  }
+
+  // A MoE layer's FFN (llama.cpp's build_moe_ffn): the router ffn_gate_inp, F32 whatever the
+  // weight type (llama.cpp's converter and llama-quantize keep it F32), row e scaled by
+  // (1 + e)^-skew so that low-index experts win the top-k more often; then the experts.
+  void add_moe_ffn(const std::string& p, std::vector<TensorSpec>* out) const {
+    const int64_t n_embd = c.shape.n_embd, n_ff = c.n_ff_exp;
+    TensorSpec router = spec(p + "ffn_gate_inp.weight", {n_embd, c.n_expert},  // [n_expert, n_embd]
+                             GgmlType::F32, 1.0f / std::sqrt(static_cast<float>(n_embd)));
+    router.row_decay = c.expert_skew;
+    out->push_back(router);
+    out->push_back(experts(p + "ffn_gate_exps.weight", n_embd, n_ff));  // [n_expert, n_ff, n_embd]
+    out->push_back(experts(p + "ffn_up_exps.weight", n_embd, n_ff));    // [n_expert, n_ff, n_embd]
+    out->push_back(experts(p + "ffn_down_exps.weight", n_ff, n_embd));  // [n_expert, n_embd, n_ff]
+  }
 
   // PowerInfer's sparse FFN of layer prefix p: ffn_down_t, fc1, fc2. `pred_norm` and
   // `pred_gate` are the tensors the gate-exact predictor is built from (llama: ffn_norm and
@@ -481,25 +654,44 @@ struct SpecMaker {
 // gate is positive (up to the rounding of the predictor's F16 / quantised products), as by a
 // perfect predictor of a ReLU model. Fed the normed input instead, the logit is G (w^2 x) / rms:
 // with norm weights other than 1 (--norm-jitter) its sign differs for many neurons.
+//
+// qwen2 adds F32 biases attn_q.bias [q_dim], attn_k.bias and attn_v.bias [kv_dim] (--norm-bias
+// x N(0, 1)); qwen3 / qwen3moe add the per-head RMS norms attn_q_norm and attn_k_norm
+// [head_dim] (drawn as norms), applied to Q and K before RoPE. A MoE layer (llama with
+// experts, qwen3moe) has ffn_gate_inp and ffn_{gate,up,down}_exps instead of the dense FFN.
 std::vector<TensorSpec> llama_tensor_specs(const Config& c) {
   const Shape& s = c.shape;
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t head_dim = c.head_dim;
   const int64_t q_dim = s.n_head * head_dim;
   const int64_t kv_dim = s.n_head_kv * head_dim;
+  const bool qkv_bias = c.arch == "qwen2", qk_norm = qk_norm_arch(c.arch);
   const SpecMaker m{c};
   std::vector<TensorSpec> out;
   // token_embd [n_vocab, n_embd], standard deviation 1
   out.push_back(spec("token_embd.weight", {s.n_embd, s.n_vocab}, c.wtype.type, 1.0f));
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    out.push_back(m.norm(p + "attn_norm.weight"));                       // [n_embd]
-    out.push_back(m.matrix(p + "attn_q.weight", s.n_embd, q_dim));       // [q_dim, n_embd]
-    out.push_back(m.matrix(p + "attn_k.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
-    out.push_back(m.matrix(p + "attn_v.weight", s.n_embd, kv_dim));      // [kv_dim, n_embd]
+    out.push_back(m.norm(p + "attn_norm.weight"));  // [n_embd]
+    // attn_q [q_dim, n_embd], attn_k and attn_v [kv_dim, n_embd]; qwen2: each + bias [rows]
+    for (auto [t, rows] : {std::pair{"attn_q", q_dim}, {"attn_k", kv_dim}, {"attn_v", kv_dim}}) {
+      out.push_back(m.matrix(p + t + ".weight", s.n_embd, rows));
+      if (qkv_bias) out.push_back(m.bias(p + t + ".bias", c.norm_bias, rows));
+    }
     out.push_back(m.matrix(p + "attn_output.weight", q_dim, s.n_embd));  // [n_embd, q_dim]
-    out.push_back(m.norm(p + "ffn_norm.weight"));                        // [n_embd]
-    out.push_back(m.matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
-    out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));      // [n_ff, n_embd]
+    if (qk_norm) {
+      for (const char* t : {"attn_q_norm.weight", "attn_k_norm.weight"}) {
+        TensorSpec w = m.norm(p + t);  // [head_dim], shared by every head
+        w.ne = {head_dim};
+        out.push_back(w);
+      }
+    }
+    out.push_back(m.norm(p + "ffn_norm.weight"));  // [n_embd]
+    if (c.n_expert > 0) {
+      m.add_moe_ffn(p, &out);
+      continue;
+    }
+    out.push_back(m.matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));  // [n_ff, n_embd]
+    out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
     if (c.powerinfer)
       m.add_sparse_ffn(p, p + "ffn_norm.weight", p + "ffn_gate.weight", &out);
     else
@@ -604,7 +796,7 @@ std::vector<TensorSpec> tensor_specs(const Config& c) {
 // Metadata and tensor infos (no data: the file is streamed).
 GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   const Shape& s = c.shape;
-  const uint32_t head_dim = static_cast<uint32_t>(s.n_embd / s.n_head);
+  const uint32_t head_dim = static_cast<uint32_t>(c.head_dim);
   auto u32 = [](int v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   const std::string a = c.arch + ".";
   GgufWriter w;
@@ -623,19 +815,34 @@ GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   // (n_head_kv = n_head), no RoPE, and no LayerNorm epsilon: PowerInfer reads none for OPT, so
   // its LayerNorms run with eps 0 (llama_hparams zero-initialised), which a file without the
   // key tells hotcold too.
-  if (!falcon && !opt) w.set(a + "vocab_size", u32(s.n_vocab));
+  // Qwen (llama.cpp's Qwen2Model / Qwen3Model / Qwen3MoeModel converters: TextModel's keys)
+  // writes neither vocab_size nor rope.dimension_count; Qwen3's config has head_dim, which
+  // becomes attention.key_length / value_length: written for qwen3 / qwen3moe always, for
+  // llama / qwen2 when the head size is the file's own (--head-dim or the shape's).
+  const bool qwen = qwen_arch(c.arch);
+  if (!falcon && !opt && !qwen) w.set(a + "vocab_size", u32(s.n_vocab));
   w.set(a + "context_length", u32(s.n_ctx));
   w.set(a + "embedding_length", u32(s.n_embd));
   w.set(a + "block_count", u32(c.n_layer));
-  w.set(a + "feed_forward_length", u32(s.n_ff));
-  if (!falcon && !opt) w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
+  w.set(a + "feed_forward_length", u32(s.n_ff));  // llama with experts: the expert width
+  if (!falcon && !opt && !qwen) w.set(a + "rope.dimension_count", GgufValue::u32(head_dim));
   w.set(a + "attention.head_count", u32(s.n_head));
   if (!opt) {
     w.set(a + "attention.head_count_kv", u32(s.n_head_kv));
-    // The same eps (1e-5), RMS norm or LayerNorm.
+    // RMS norm or LayerNorm (1e-5; Qwen's 1e-6).
     w.set(a + (falcon ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon"),
           GgufValue::f32(s.norm_eps));
-    w.set(a + "rope.freq_base", GgufValue::f32(10000.0f));
+    w.set(a + "rope.freq_base", GgufValue::f32(s.rope_base));
+  }
+  if (c.head_dim_given || qk_norm_arch(c.arch)) {
+    w.set(a + "attention.key_length", u32(c.head_dim));
+    w.set(a + "attention.value_length", u32(c.head_dim));
+  }
+  if (c.n_expert > 0) {
+    w.set(a + "expert_count", u32(c.n_expert));
+    w.set(a + "expert_used_count", u32(c.n_expert_used));
+    if (c.arch == "qwen3moe") w.set(a + "expert_feed_forward_length", u32(c.n_ff_exp));
+    w.set("hotcold.synth.expert_skew", GgufValue::f32(c.expert_skew));
   }
   if (falcon) w.set(a + "tensor_data_layout", GgufValue::str("jploski"));
   // hotcold's key (model/llama_model.cpp), only where the activation is not the file's own;
@@ -772,13 +979,20 @@ void predictor_row(const TensorSpec& t, uint64_t src_seed, int64_t r, const floa
   }
 }
 
-// Rows of `t` drawn and converted to t.type in parallel (each thread owns a range of rows),
-// into *buf: [rows, row_bytes] row-major.
-void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
-                     std::vector<uint8_t>* buf) {
+// Rows of a tensor: the product of ne[1..] (a 3-D expert tensor: n_expert x ne[1]).
+int64_t n_rows(const TensorSpec& t) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+  return rows;
+}
+
+// Rows [row0, row1) of `t` drawn and converted to t.type in parallel (each thread owns a range
+// of rows), into *buf: [row1 - row0, row_bytes] row-major. Derived tensors are generated whole.
+void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool, int64_t row0,
+                     int64_t row1, std::vector<uint8_t>* buf) {
   if (t.derived == Derived::kTranspose) return generate_transposed(t, seed, pool, buf);
   const int64_t ne0 = t.ne[0];
-  const int64_t rows = t.ne.size() > 1 ? t.ne[1] : 1;
+  const int64_t rows = row1 - row0;
   const int64_t rb = row_bytes(t.type, ne0);
   buf->resize(static_cast<size_t>(rb * rows));
   const bool pred = t.derived != Derived::kNone;
@@ -800,12 +1014,19 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool,
     std::vector<uint8_t> q;
     int64_t r0 = 0, r1 = 0;
     ThreadPool::split(rows, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; ++r) {
-      if (pred)
+    for (int64_t i = r0; i < r1; ++i) {
+      const int64_t r = row0 + i;
+      if (pred) {
         predictor_row(t, seed_t, r, norm_w.data(), row.data(), g, q);
-      else
+      } else {
         draw_row(seed_t, r, t.stddev, t.mean, row.data(), ne0);
-      quant::quantize_row(t.type, row.data(), buf->data() + r * rb, ne0);
+        if (t.row_decay != 0.0f) {
+          const float scale = static_cast<float>(
+              std::pow(1.0 + static_cast<double>(r), -static_cast<double>(t.row_decay)));
+          for (float& v : row) v *= scale;
+        }
+      }
+      quant::quantize_row(t.type, row.data(), buf->data() + i * rb, ne0);
     }
   });
 }
@@ -824,7 +1045,7 @@ std::string size_string(uint64_t bytes) {
 }
 
 uint64_t tensor_bytes(const TensorSpec& t) {
-  return static_cast<uint64_t>(row_bytes(t.type, t.ne[0]) * (t.ne.size() > 1 ? t.ne[1] : 1));
+  return static_cast<uint64_t>(row_bytes(t.type, t.ne[0]) * n_rows(t));
 }
 
 void announce(const Config& c, uint64_t file_bytes) {
@@ -839,6 +1060,11 @@ void announce(const Config& c, uint64_t file_bytes) {
   if (c.norm_jitter > 0) extra += ", norm jitter " + num(c.norm_jitter);
   if (layer_norm_arch(c.arch))
     extra += ", " + std::string(c.arch == "opt" ? "" : "norm ") + "bias " + num(c.norm_bias);
+  if (c.arch == "qwen2") extra += ", qkv bias " + num(c.norm_bias);
+  if (c.head_dim_given) extra += ", head_dim " + std::to_string(c.head_dim);
+  if (c.n_expert > 0)
+    extra += ", " + std::to_string(c.n_expert_used) + " of " + std::to_string(c.n_expert) +
+             " experts of n_ff " + std::to_string(c.n_ff_exp) + ", skew " + num(c.expert_skew);
   if (c.falcon_norm2) extra += ", attn_norm_2";
   if (c.powerinfer)
     extra += ", PowerInfer layout (" + std::string(c.gate_predictor ? "gate" : "random") +
@@ -875,13 +1101,20 @@ Status write_model(const Config& c, const std::string& path) {
   const double t0 = now_seconds();
   for (size_t i = 0; i < specs.size(); ++i) {
     const TensorSpec& t = specs[i];
-    generate_tensor(t, c.seed, &pool, &buf);
-    HC_TRY(write_bytes(f.get(), buf.data(), buf.size(), path));
-    HC_TRY(write_bytes(f.get(), zeros.data(), w.padding(buf.size()), path));
-    written += buf.size() + w.padding(buf.size());
+    // A 3-D expert tensor is generated and written one expert at a time (memory: one expert
+    // matrix, not all of them: Mixtral's F16 ffn_up_exps is 940 MiB).
+    const int64_t rows = n_rows(t);
+    const int64_t chunk = t.ne.size() > 2 && t.derived == Derived::kNone ? t.ne[1] : rows;
+    for (int64_t r = 0; r < rows; r += chunk) {
+      generate_tensor(t, c.seed, &pool, r, std::min(rows, r + chunk), &buf);
+      HC_TRY(write_bytes(f.get(), buf.data(), buf.size(), path));
+    }
+    const uint64_t nbytes = tensor_bytes(t);
+    HC_TRY(write_bytes(f.get(), zeros.data(), w.padding(nbytes), path));
+    written += nbytes + w.padding(nbytes);
     std::fprintf(stderr, "[%3zu/%zu] %-24s %-16s %-4s %10s  %5.1f%%  %6.1f s\n", i + 1,
                  specs.size(), t.name.c_str(), shape_string(t.ne).c_str(), dtype_name(t.type),
-                 size_string(buf.size()).c_str(), 100.0 * static_cast<double>(written) / total,
+                 size_string(nbytes).c_str(), 100.0 * static_cast<double>(written) / total,
                  now_seconds() - t0);
   }
   if (std::fclose(f.release()) != 0)
@@ -911,15 +1144,22 @@ int error(const std::string& message, int exit_code) {
 int run(const std::vector<std::string>& args) {
   Flags f;
   ArgParser p(kTool,
-              "Writes a LLaMA (or Falcon, OPT) GGUF model with random weights of a real model's\n"
-              "shape, loadable by hotcold and llama.cpp (with --arch bamboo or opt or\n"
-              "--powerinfer: by hotcold and PowerInfer), for benchmarks and reference tests.\n"
-              "Shapes (opt: n_head_kv = n_head, context 2050):\n"
-              "  llama2-7b  n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
-              "  falcon-7b  n_embd 4544, n_ff 18176, 71/1 heads, vocab 65024, context 2048\n"
-              "  opt-6.7b   n_embd 4096, n_ff 16384, 32/32 heads, vocab 50272, context 2050\n"
-              "  tiny       n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
-  p.add_string("--shape", &f.shape, "model shape: llama2-7b, falcon-7b, opt-6.7b or tiny");
+              "Writes a LLaMA (or Falcon, OPT, Qwen, Mixtral-style MoE) GGUF model with random\n"
+              "weights of a real model's shape, loadable by hotcold and llama.cpp (with --arch\n"
+              "bamboo or opt or --powerinfer: by hotcold and PowerInfer), for benchmarks and\n"
+              "reference tests. Shapes (opt: n_head_kv = n_head, context 2050):\n"
+              "  llama2-7b      n_embd 4096, n_ff 11008, 32/32 heads, vocab 32000, context 4096\n"
+              "  falcon-7b      n_embd 4544, n_ff 18176, 71/1 heads, vocab 65024, context 2048\n"
+              "  opt-6.7b       n_embd 4096, n_ff 16384, 32/32 heads, vocab 50272, context 2050\n"
+              "  qwen2.5-7b     n_embd 3584, n_ff 18944, 28/4 heads, vocab 152064, context 32768,\n"
+              "                 rope base 1e6, rms eps 1e-6\n"
+              "  mixtral-8x7b   n_embd 4096, 32/8 heads, 8 experts of n_ff 14336, 2 used, vocab\n"
+              "                 32000, context 32768, rope base 1e6\n"
+              "  qwen3-30b-a3b  n_embd 2048, n_ff 6144 (dense, unused), 32/4 heads of 128, 128\n"
+              "                 experts of n_ff 768, 8 used, vocab 151936, context 40960, rope\n"
+              "                 base 1e6, rms eps 1e-6\n"
+              "  tiny           n_embd 256, n_ff 768, 4/2 heads, vocab 512, context 2048");
+  p.add_string("--shape", &f.shape, "model shape: " + shape_names());
   p.add_int("--n-embd", &f.n_embd, "override the shape's n_embd; 0 = keep");
   p.add_int("--n-ff", &f.n_ff, "override the shape's n_ff; 0 = keep");
   p.add_int("--n-head", &f.n_head, "override the shape's n_head; 0 = keep");
@@ -928,9 +1168,24 @@ int run(const std::vector<std::string>& args) {
   p.add_int("--layers", &f.layers, "number of layers");
   p.add_string("--type", &f.type, "weight type: " + type_names());
   p.add_string("--arch", &f.arch,
-               "general.architecture: llama, bamboo (PowerInfer's relu(gate) * relu(up)), "
-               "falcon (LayerNorm, fused QKV, ungated FFN parallel to attention) or opt "
-               "(PowerInfer's: learned positions, biases, ReLU FFN, output tied to token_embd)");
+               "general.architecture: llama (with --experts: Mixtral), bamboo (PowerInfer's "
+               "relu(gate) * relu(up)), falcon (LayerNorm, fused QKV, ungated FFN parallel to "
+               "attention), opt (PowerInfer's: learned positions, biases, ReLU FFN, output tied "
+               "to token_embd), qwen2 (llama + Q/K/V biases, NEOX RoPE), qwen3 (llama + per-head "
+               "Q/K RMS norms, NEOX RoPE) or qwen3moe (qwen3 with routed experts)");
+  p.add_int("--head-dim", &f.head_dim,
+            "attention head size (llama, qwen2, qwen3, qwen3moe); 0 = the shape's, else "
+            "n_embd / n_head");
+  p.add_int("--experts", &f.experts,
+            "routed experts per layer (--arch llama: Mixtral's layout; qwen3moe: required); "
+            "-1 = the shape's, 0 = dense");
+  p.add_int("--experts-used", &f.experts_used, "experts per token; 0 = the shape's");
+  p.add_int("--n-ff-exp", &f.n_ff_exp,
+            "an expert's FFN width; 0 = the shape's, else n_ff (--arch llama: n_ff is the "
+            "expert width)");
+  p.add_float("--expert-skew", &f.expert_skew,
+              "router row e scaled by (1 + e)^-S: low-index experts are chosen more often "
+              "(0..4; 0 = uniform popularity; default 0.5)");
   p.add_string("--act", &f.act,
                "FFN activation: silu or relu (falcon: gelu or relu; opt: relu), written as "
                "hotcold's key (hotcold only) where it is not the file's own; empty = the file's "
@@ -939,8 +1194,9 @@ int run(const std::vector<std::string>& args) {
   p.add_float("--norm-jitter", &f.norm_jitter,
               "norm weights 1 + J * N(0, 1) instead of exactly 1 (0..1)");
   p.add_float("--norm-bias", &f.norm_bias,
-              "falcon: LayerNorm biases B * N(0, 1) (0..1; attn_norm's are 0 with --pred-kind "
-              "gate); opt: every bias (ffn_norm's and ffn_up's are 0 with --pred-kind gate)");
+              "falcon: LayerNorm biases B * N(0, 1) (0..1, default 0.05; attn_norm's are 0 with "
+              "--pred-kind gate); opt: every bias (ffn_norm's and ffn_up's are 0 with "
+              "--pred-kind gate); qwen2: the Q/K/V biases (default 0.5)");
   p.add_flag("--falcon-norm2", &f.falcon_norm2,
              "falcon: a second LayerNorm per layer, attn_norm_2, for attention (Falcon-40B); "
              "the FFN reads attn_norm");
