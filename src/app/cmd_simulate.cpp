@@ -1,5 +1,6 @@
-// hotcold simulate: projected decode tokens/s of LLaMA-shaped models on named hardware for dense
-// layer offload, static and dynamic hot/cold placement (sparse/simulate.h, docs/SIMULATE.md).
+// hotcold simulate: projected decode tokens/s of LLaMA-shaped and MoE models on named hardware
+// for dense layer offload, llama.cpp's experts-on-CPU split, static and dynamic hot/cold
+// placement of neurons or whole experts (sparse/simulate.h, docs/SIMULATE.md).
 // --calibrate measures this machine instead (read probe, the engine's dense decode and sparse
 // row kernels on a model, the CPU device's bandwidth and per-operation costs) and writes the
 // JSON that --calibration reads back (--hw host projects this machine itself).
@@ -43,7 +44,10 @@ struct SimFlags {
   std::string hw = "rtx4090";
   std::string type;    // "" = q4_0
   std::string stats, calibration, plan, out, model, solver = "greedy";
-  float sparsity = -1;  // < 0: not given (power law: 0.9)
+  float sparsity = -1;  // < 0: not given (power law: 0.9; MoE: the shape's expert sparsity)
+  float expert_skew = static_cast<float>(sparse::kDefaultExpertSkew);
+  int expert_pred_rank = -1;  // < 0: the shape's
+  int n_cpu_moe = -1;
   float cover = static_cast<float>(sparse::kReluLlamaCoverShare);
   float vram_gib = -1;
   float drift = 0.1f;
@@ -491,6 +495,11 @@ Result<sparse::ModelBytes> file_model_bytes(const std::string& path) {
   mf.no_repack = true;  // sizes only
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   const LlamaHParams& hp = model->hparams();
+  if (hp.is_moe())
+    return Status::Error("'" + path + "' has " + std::to_string(hp.n_expert) +
+                         " experts a layer: a file's MoE shape is not read yet; project the "
+                         "catalog's (--model-shape qwen3-30b-a3b, mixtral-8x7b, "
+                         "turbosparse-mixtral)");
   sparse::ModelBytes m;
   const size_t slash = path.find_last_of('/');
   m.name = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -519,6 +528,8 @@ struct ShapeJob {
   sparse::ModelBytes bytes;
   GgmlType type = GgmlType::Q4_0;  // the FFN's type (efficiency lookup)
   bool from_file = false;
+  double expert_sparsity = 0;  // MoE: the shape's published share of idle expert neurons
+  int64_t expert_predictor_rank = 0;
 };
 
 struct Run {
@@ -526,6 +537,7 @@ struct Run {
   sparse::HardwareSpec hw;
   sparse::HostEfficiency eff;
   uint64_t budget = 0;
+  double expert_firing = 1;
   sparse::SimResult result;
 };
 
@@ -557,10 +569,11 @@ Result<std::vector<ShapeJob>> shapes_from_flags(const SimFlags& f) {
     HC_ASSIGN_OR_RETURN(sparse::ModelShape s, in_context(sparse::find_shape(shape), "--model-shape"));
     shapes.push_back(s);
   }
-  for (const sparse::ModelShape& s : shapes) {
+  for (sparse::ModelShape s : shapes) {
+    if (s.moe() && f.expert_pred_rank >= 0) s.expert_predictor_rank = f.expert_pred_rank;
     HC_ASSIGN_OR_RETURN(sparse::ModelBytes mb, sparse::model_bytes(s, t));
     mb.type = lower(mb.type);
-    out.push_back({std::move(mb), t, false});
+    out.push_back({std::move(mb), t, false, s.expert_sparsity, s.expert_predictor_rank});
   }
   return out;
 }
@@ -633,11 +646,95 @@ Result<std::vector<sparse::HardwareSpec>> hardware_from_flags(const SimFlags& f,
 // Per-layer firing of the profiling distribution for one shape.
 struct Firing {
   std::string description;
-  std::vector<std::vector<double>> profile;
+  std::vector<std::vector<double>> profile;  // [n_layer][n_units]
+  double expert_firing = 1;                  // MoE: share of a routed expert's neurons firing
 };
 
-Result<Firing> firing_for(const SimFlags& f, const sparse::ModelBytes& m, const ActStats* stats) {
+// Measured routing (an MoE model's statistics, hotcold profile): every layer's expert_count,
+// resampled to the shape; for a shape whose experts are sparse and as wide as the profiled
+// model's, the measured share of an expert's neurons firing when it is routed to.
+Result<Firing> measured_routing(const SimFlags& f, const ShapeJob& sj, const ActStats& st) {
+  const sparse::ModelBytes& m = sj.bytes;
+  if (st.n_expert() == 0)
+    return Status::Error("--stats '" + f.stats +
+                         "': statistics of a dense model (no routing) for " + m.name +
+                         ", whose tokens are routed to " + std::to_string(m.n_expert) +
+                         " experts; profile an MoE model, or drop --stats (the routing then "
+                         "follows --expert-skew)");
+  std::vector<std::vector<double>> counts;
+  double routed = 0, fired = 0;
+  for (int il = 0; il < st.n_layer(); ++il) {
+    const std::vector<float>& c = st.expert_count(il);
+    counts.emplace_back(c.begin(), c.end());
+    for (float v : c) routed += v;
+    for (float v : st.fire_count(il)) fired += v;
+  }
   Firing fr;
+  HC_ASSIGN_OR_RETURN(fr.profile,
+                      in_context(sparse::routing_from_counts(counts, st.n_tokens(), m.n_layer(),
+                                                             m.n_expert, m.n_expert_used),
+                                 "--stats '" + f.stats + "'"));
+  const int64_t width = st.n_ff() / st.n_expert();
+  const bool same = st.n_layer() == m.n_layer() && st.n_expert() == m.n_expert;
+  fr.description = "statistics " + f.stats + " (" + std::to_string(st.n_layer()) + " layers x " +
+                   std::to_string(st.n_expert()) + " experts, " + std::to_string(st.n_tokens()) +
+                   " tokens" + (same ? "" : ", resampled by rank quantile") + "), " +
+                   fmt("%.1f", 100 * sparse::neurons_covering(fr.profile[0], 0.8)) +
+                   "% of layer 0's experts carry 80% of its routings";
+  fr.expert_firing = 1.0 - sj.expert_sparsity;
+  if (sj.expert_sparsity > 0 && width == m.n_ff && routed > 0 && fired > 0) {
+    fr.expert_firing = std::min(1.0, fired / (routed * static_cast<double>(width)));
+    fr.description += "; " + fmt("%.1f", 100 * (1 - fr.expert_firing)) +
+                      "% of a routed expert's neurons idle (measured)";
+  } else {
+    fr.description += sj.expert_sparsity > 0 ? "; " + fmt("%.0f", 100 * sj.expert_sparsity) +
+                                                   "% of a routed expert's neurons idle"
+                                             : "; dense experts";
+  }
+  return fr;
+}
+
+// An MoE shape's routing: measured (--stats), or the power law over expert ranks
+// (--expert-skew).
+Result<Firing> routing_for(const SimFlags& f, const ShapeJob& sj, const ActStats* stats) {
+  const sparse::ModelBytes& m = sj.bytes;
+  if (stats) return measured_routing(f, sj, *stats);
+  Firing fr;
+  HC_ASSIGN_OR_RETURN(
+      std::vector<double> p,
+      in_context(sparse::expert_routing_probs(m.n_expert, m.n_expert_used, f.expert_skew),
+                 "--expert-skew"));
+  fr.profile.assign(static_cast<size_t>(m.n_layer()), p);
+  const double mean = static_cast<double>(m.n_expert_used) / m.n_expert;
+  fr.description = std::to_string(m.n_expert_used) + " of " + std::to_string(m.n_expert) +
+                   " experts per token, routing power law p(x) = min(1, " +
+                   fmt("%.4g", p.back() * std::pow(1 - 0.5 / m.n_expert, f.expert_skew)) + " x^-" +
+                   fmt("%.2f", f.expert_skew) + "): the most routed expert takes " +
+                   fmt("%.1f", 100 * p[0]) + "% of the tokens (" + fmt("%.2f", p[0] / mean) +
+                   "x the mean), " + fmt("%.1f", 100 * sparse::neurons_covering(p, 0.8)) +
+                   "% of the experts carry 80% of the routings";
+  const double sparsity = f.sparsity >= 0 ? f.sparsity : sj.expert_sparsity;
+  fr.expert_firing = 1.0 - sparsity;
+  if (sparsity > 0)
+    fr.description +=
+        "; " + fmt("%.0f", 100 * sparsity) + "% of a routed expert's neurons idle" +
+        (sj.expert_predictor_rank > 0
+             ? ", rank-" + std::to_string(sj.expert_predictor_rank) + " F16 predictors"
+             : ", no predictors (every gate row read)");
+  else
+    fr.description += "; dense experts";
+  return fr;
+}
+
+Result<Firing> firing_for(const SimFlags& f, const ShapeJob& sj, const ActStats* stats) {
+  const sparse::ModelBytes& m = sj.bytes;
+  if (m.moe()) return routing_for(f, sj, stats);
+  Firing fr;
+  if (stats && stats->n_expert() > 0)
+    return Status::Error("--stats '" + f.stats + "': statistics of an MoE model (" +
+                         std::to_string(stats->n_expert()) +
+                         " experts a layer) for the dense shape " + m.name +
+                         ": its neurons are the experts', not a dense FFN's");
   if (stats) {
     std::vector<std::vector<double>> src;
     for (int il = 0; il < stats->n_layer(); ++il) {
@@ -664,14 +761,20 @@ Result<Firing> firing_for(const SimFlags& f, const sparse::ModelBytes& m, const 
   return fr;
 }
 
-std::string on_device_text(const sparse::ModeResult& r, int n_layer) {
+std::string on_device_text(const sparse::ModeResult& r, const sparse::ModelBytes& m) {
   if (r.mode == "dense-cpu" || r.mode == "sparse-cpu") return "-";
+  const std::string n_layer = std::to_string(m.n_layer());
   std::string s;
   if (r.mode == "dense-offload") {
-    s = std::to_string(r.layers_on_device) + "/" + std::to_string(n_layer) + " layers";
+    s = std::to_string(r.layers_on_device) + "/" + n_layer + " layers";
+  } else if (r.mode == "llamacpp-cpu-moe") {
+    s = std::to_string(r.attn_on_device) + " attention, experts of " +
+        std::to_string(r.layers_on_device) + "/" + n_layer + " layers (--n-cpu-moe " +
+        std::to_string(r.n_cpu_moe) + ")";
   } else {
     s = std::to_string(r.attn_on_device) + " attention, " + std::to_string(r.hot_neurons) +
-        " neurons in " + std::to_string(r.layers_on_device) + " layers";
+        (m.moe() ? " experts in " : " neurons in ") + std::to_string(r.layers_on_device) +
+        " layers";
   }
   if (r.output_on_device) s += ", output";
   if (r.mode == "dynamic")
@@ -692,7 +795,14 @@ json mode_json(const sparse::ModeResult& r) {
           {"output_on_device", r.output_on_device},
           {"migration_ms", r.migration_s * 1e3},
           {"migration_bytes_per_token", r.migration_bytes_per_token},
+          {"n_cpu_moe", r.n_cpu_moe},
           {"solver", r.solver}};
+}
+
+// tok/s over the llama.cpp mode's (llamacpp-cpu-moe, else dense-offload); 0 when none ran.
+double vs_llamacpp(const sparse::SimResult& res, const sparse::ModeResult& m) {
+  const sparse::ModeResult* base = res.llamacpp();
+  return base && base->tok_s > 0 ? m.tok_s / base->tok_s : 0.0;
 }
 
 Status project(const SimFlags& f) {
@@ -731,9 +841,11 @@ Status project(const SimFlags& f) {
 
   std::vector<Run> runs;
   std::vector<std::string> firing_notes;
+  opt.n_cpu_moe = f.n_cpu_moe;
   for (const ShapeJob& sj : shapes) {
-    HC_ASSIGN_OR_RETURN(Firing fr, firing_for(f, sj.bytes, stats ? &*stats : nullptr));
-    firing_notes.push_back(sj.bytes.name + ": " + fr.description);
+    HC_ASSIGN_OR_RETURN(Firing fr, firing_for(f, sj, stats ? &*stats : nullptr));
+    firing_notes.push_back((sj.bytes.moe() ? "routing: " : "firing: ") + sj.bytes.name + ": " +
+                           fr.description);
     for (const sparse::HardwareSpec& hw : hws) {
       Run run;
       run.shape = sj;
@@ -746,8 +858,9 @@ Status project(const SimFlags& f) {
       }
       run.budget = f.vram_gib >= 0 ? static_cast<uint64_t>(static_cast<double>(f.vram_gib) * kGiBd)
                                    : hw.default_budget();
-      sparse::SimInput in{sj.bytes, hw, run.eff, fr.profile};
+      sparse::SimInput in{sj.bytes, hw, run.eff, fr.profile, fr.expert_firing};
       opt.budget_bytes = run.budget;
+      run.expert_firing = fr.expert_firing;
       HC_ASSIGN_OR_RETURN(run.result, in_context(sparse::simulate(in, opt), sj.bytes.name + " on " + hw.key));
       runs.push_back(std::move(run));
     }
@@ -758,32 +871,41 @@ Status project(const SimFlags& f) {
     out["results"] = json::array();
     for (const Run& r : runs) {
       json modes = json::array();
-      for (const sparse::ModeResult& m : r.result.modes) modes.push_back(mode_json(m));
-      out["results"].push_back(
-          {{"model", r.shape.bytes.name},
-           {"type", r.shape.bytes.type},
-           {"n_layer", r.shape.bytes.n_layer()},
-           {"n_ff", r.shape.bytes.n_ff},
-           {"weight_bytes", r.shape.bytes.weight_bytes()},
-           {"hw", r.hw.key},
-           {"hw_description", r.hw.description},
-           {"budget_bytes", r.budget},
-           {"n_ctx", f.ctx},
-           {"host_gbps", r.hw.host_read_gbps() * r.eff.dense},
-           {"dev_gbps", r.hw.dev_gbps()},
-           {"link_gbps", r.hw.link_gbps},
-           {"overlap", r.hw.overlap},
-           {"efficiency_source", r.eff.source},
-           {"firing_share", r.result.firing_share},
-           {"cover80", r.result.cover80},
-           {"drift", f.drift},
-           {"top20_overlap", r.result.top20_overlap},
-           {"modes", modes}});
+      for (const sparse::ModeResult& m : r.result.modes) {
+        json mj = mode_json(m);
+        mj["vs_llamacpp"] = vs_llamacpp(r.result, m);
+        modes.push_back(std::move(mj));
+      }
+      const sparse::ModeResult* base = r.result.llamacpp();
+      out["results"].push_back({{"model", r.shape.bytes.name},
+                                {"type", r.shape.bytes.type},
+                                {"n_layer", r.shape.bytes.n_layer()},
+                                {"n_ff", r.shape.bytes.n_ff},
+                                {"n_expert", r.shape.bytes.n_expert},
+                                {"n_expert_used", r.shape.bytes.n_expert_used},
+                                {"unit", r.shape.bytes.moe() ? "expert" : "neuron"},
+                                {"expert_firing", r.expert_firing},
+                                {"llamacpp_mode", base ? base->mode : ""},
+                                {"weight_bytes", r.shape.bytes.weight_bytes()},
+                                {"hw", r.hw.key},
+                                {"hw_description", r.hw.description},
+                                {"budget_bytes", r.budget},
+                                {"n_ctx", f.ctx},
+                                {"host_gbps", r.hw.host_read_gbps() * r.eff.dense},
+                                {"dev_gbps", r.hw.dev_gbps()},
+                                {"link_gbps", r.hw.link_gbps},
+                                {"overlap", r.hw.overlap},
+                                {"efficiency_source", r.eff.source},
+                                {"firing_share", r.result.firing_share},
+                                {"cover80", r.result.cover80},
+                                {"drift", f.drift},
+                                {"top20_overlap", r.result.top20_overlap},
+                                {"modes", modes}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return Status::Ok();
   }
-  for (const std::string& n : firing_notes) std::printf("# firing: %s\n", n.c_str());
+  for (const std::string& n : firing_notes) std::printf("# %s\n", n.c_str());
   std::printf("# drift %.2f (top-20%% overlap between profile and serving %.1f%%), migration "
               "amortised over %g tokens; context %d\n",
               f.drift, 100 * (runs.empty() ? 1.0 : runs[0].result.top20_overlap), f.drift_period,
@@ -803,16 +925,20 @@ Status project(const SimFlags& f) {
                 r.hw.dev_eff,
                 r.hw.dev_gbps(), r.hw.link_gbps, r.hw.op_us, r.hw.sync_us);
   }
-  std::printf("\n| model | hw | budget GiB | mode | tok/s | ms/token | device GiB | FFN firing "
-              "mass on device | on device | solver |\n"
-              "|---|---|---:|---|---:|---:|---:|---:|---|---|\n");
+  std::printf(
+      "\n| model | hw | budget GiB | mode | tok/s | ms/token | x llama.cpp | device GiB "
+      "| FFN firing mass on device | on device | solver |\n"
+      "|---|---|---:|---|---:|---:|---:|---:|---:|---|---|\n");
   for (const Run& r : runs)
-    for (const sparse::ModeResult& m : r.result.modes)
-      std::printf("| %s %s | %s | %.2f | %s | %.2f | %.2f | %.2f | %.1f%% | %s | %s |\n",
+    for (const sparse::ModeResult& m : r.result.modes) {
+      const double ratio = vs_llamacpp(r.result, m);
+      std::printf("| %s %s | %s | %.2f | %s | %.2f | %.2f | %s | %.2f | %.1f%% | %s | %s |\n",
                   r.shape.bytes.name.c_str(), r.shape.bytes.type.c_str(), r.hw.key.c_str(),
                   r.budget >= (uint64_t{1} << 60) ? INFINITY : r.budget / kGiBd, m.mode.c_str(),
-                  m.tok_s, m.s_per_token * 1e3, m.device_bytes / kGiBd, 100 * m.device_mass,
-                  on_device_text(m, r.shape.bytes.n_layer()).c_str(), m.solver.c_str());
+                  m.tok_s, m.s_per_token * 1e3, ratio > 0 ? fmt("%.2f", ratio).c_str() : "-",
+                  m.device_bytes / kGiBd, 100 * m.device_mass,
+                  on_device_text(m, r.shape.bytes).c_str(), m.solver.c_str());
+    }
   return Status::Ok();
 }
 
@@ -820,19 +946,33 @@ Status project(const SimFlags& f) {
 
 int cmd_simulate(const Args& args) {
   SimFlags f;
-  ArgParser p(kCmd, "project decode tokens/s of LLaMA-shaped models on named hardware for dense "
-                    "layer offload, static and dynamic hot/cold placement (docs/SIMULATE.md)");
+  ArgParser p(kCmd,
+              "project decode tokens/s of LLaMA-shaped and MoE models on named hardware "
+              "for dense layer offload, llama.cpp's experts-on-CPU split, static and "
+              "dynamic hot/cold placement (docs/SIMULATE.md)");
   p.add_string("--model-shape", &f.shape,
-               "llama2-7b, llama2-13b, llama-33b, llama2-70b (or 7b/13b/33b/70b), all, or "
-               "file:PATH.gguf for a real model's shape and types (\"\": llama2-7b)");
+               "llama2-7b, llama2-13b, llama-33b, llama2-70b (or 7b/13b/33b/70b), the MoE shapes "
+               "qwen3-30b-a3b, mixtral-8x7b, turbosparse-mixtral, all, or file:PATH.gguf for a "
+               "real model's shape and types (\"\": llama2-7b)");
   p.add_string("-m,--model", &f.model,
                "a real GGUF: its shape (as file:PATH), or the model --calibrate measures");
   p.add_string("--hw", &f.hw, "rtx4090, a100-80g, a100-40g, host (this machine, needs "
                               "--calibration) or all");
   p.add_string("--type", &f.type, "weight type of a catalog shape: f16, q8_0, q4_0, q4_k, ... "
                                   "(\"\": q4_0)");
-  p.add_float("--sparsity", &f.sparsity, "power law: share of neurons not firing per token "
-                                         "(-1: 0.9, PowerInfer's ~10% firing)");
+  p.add_float("--sparsity", &f.sparsity,
+              "power law: share of neurons not firing per token "
+              "(-1: 0.9, PowerInfer's ~10% firing); MoE: share of a "
+              "routed expert's neurons not firing (-1: the shape's)");
+  p.add_float("--expert-skew", &f.expert_skew,
+              "MoE: exponent a of the routing power law p(x) = min(1, c x^-a) over expert ranks "
+              "(0: uniform routing)");
+  p.add_int("--expert-predictor-rank", &f.expert_pred_rank,
+            "MoE with sparse experts: rank of each expert's F16 predictor (0: none, every gate "
+            "row read; -1: the shape's)");
+  p.add_int("--n-cpu-moe", &f.n_cpu_moe,
+            "llamacpp-cpu-moe: experts of the first N layers on "
+            "the host (-1: the fewest that let the rest fit)");
   p.add_float("--cover80", &f.cover, "power law: share of neurons carrying 80% of the firings "
                                      "(LLaMA2(ReGLU)-70B's in PowerInfer)");
   p.add_string("--stats", &f.stats, "measured statistics (hotcold profile) instead of the power "
@@ -920,6 +1060,15 @@ int cmd_simulate(const Args& args) {
                              "CPU device), found " + fmt("%g", f.emulate_gbps) + " with --hw " + f.hw);
   if (f.predictor_rank < 0)
     return usage_error(kCmd, "--predictor-rank: expected >= 0, found " + std::to_string(f.predictor_rank));
+  if (!(f.expert_skew >= 0 && f.expert_skew <= 20))
+    return usage_error(kCmd,
+                       "--expert-skew: expected an exponent in [0, 20] (0: uniform routing), "
+                       "found " +
+                           fmt("%g", f.expert_skew));
+  if (f.expert_pred_rank < -1 || f.n_cpu_moe < -1)
+    return usage_error(
+        kCmd, "--expert-predictor-rank / --n-cpu-moe: expected >= 0 (or -1), found " +
+                  std::to_string(f.expert_pred_rank) + " / " + std::to_string(f.n_cpu_moe));
   const bool file_shape = !f.model.empty() || f.shape.rfind("file:", 0) == 0;
   if (!f.model.empty() && !f.shape.empty())
     return usage_error(kCmd, "-m names the model whose shape is simulated: drop --model-shape (or "

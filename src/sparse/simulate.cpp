@@ -30,6 +30,19 @@ constexpr int kPacedDenseLayerOps = 7;
 constexpr int kPacedAttnOps = 4 + 2;
 constexpr int kPacedFfnOps = 1 + 2;
 constexpr int kPacedOutputOps = 1 + 2;
+// An MoE layer on the device, as llama.cpp's build_moe_ffn queues it: the attention's 10
+// operations above; the router's 5 (FFN rmsnorm, router matrix, softmax, top-k, the chosen
+// weights); the experts' 4 + n_used (gate, up, glu, down, each one mul_mat_id over the routed
+// experts; the weighting, n_used - 1 adds of the experts' outputs, the residual add). Paced: 4
+// attention matrices, the router, the 3 expert matrices.
+constexpr int kAttnOps = 10;
+constexpr int kMoeRouterOps = 5;
+constexpr int kMoeExpertOps = 4;  // + n_expert_used
+constexpr int kPacedMoeRestOps = 4 + 1;
+constexpr int kPacedMoeExpertOps = 3;
+// The hybrid executor's FFN on the device for an MoE layer: x and the routing in, gate, up,
+// glu and down over its routed experts, their weighted sum, y out.
+constexpr int kMoeHybridFfnOps = 8;
 
 std::string fmt(double v) {
   char buf[32];
@@ -39,6 +52,14 @@ std::string fmt(double v) {
 
 bool finite_pos(double v) { return std::isfinite(v) && v > 0; }
 
+// r, its error prefixed with "<what>: layer <l>: ".
+template <class T>
+Result<T> in_layer(Result<T> r, const char* what, size_t l) {
+  if (!r.ok())
+    return Status::Error(std::string(what) + ": layer " + std::to_string(l) + ": " + r.message());
+  return r;
+}
+
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -47,6 +68,21 @@ std::string lower(std::string s) {
 }  // namespace
 
 // ---- model shapes -------------------------------------------------------------------------
+
+namespace {
+
+ModelShape moe_shape(ModelShape s, int n_expert, int n_used, int64_t head_dim = 0,
+                     bool qk_norm = false, double expert_sparsity = 0, int64_t pred_rank = 0) {
+  s.n_expert = n_expert;
+  s.n_expert_used = n_used;
+  s.n_embd_head = head_dim;
+  s.qk_norm = qk_norm;
+  s.expert_sparsity = expert_sparsity;
+  s.expert_predictor_rank = pred_rank;
+  return s;
+}
+
+}  // namespace
 
 const std::vector<ModelShape>& shape_catalog() {
   static const std::vector<ModelShape> kShapes = {
@@ -60,6 +96,18 @@ const std::vector<ModelShape>& shape_catalog() {
       {"llama2-70b", 80, 8192, 28672, 64, 8, 32000,
        "Llama 2 (Touvron et al. 2023: GQA with 8 KV heads for 70B) and "
        "meta-llama/Llama-2-70b-hf config.json"},
+      moe_shape({"qwen3-30b-a3b", 48, 2048, 768, 32, 4, 151936,
+                 "Qwen/Qwen3-30B-A3B config.json (moe_intermediate_size 768, head_dim 128, "
+                 "q/k norms)"},
+                128, 8, 128, true),
+      moe_shape({"mixtral-8x7b", 32, 4096, 14336, 32, 8, 32000,
+                 "Mixtral of Experts (Jiang et al. 2024) and mistralai/Mixtral-8x7B-v0.1 "
+                 "config.json"},
+                8, 2),
+      moe_shape({"turbosparse-mixtral", 32, 4096, 14336, 32, 8, 57024,
+                 "PowerInfer/TurboSparse-Mixtral config.json; dReLU experts 85% sparse (Song et "
+                 "al. 2024, arXiv 2406.05955, section 6.2); predictors rank ~1k (checkpoint size)"},
+                8, 2, 0, false, 0.85, 1024),
   };
   return kShapes;
 }
@@ -70,16 +118,25 @@ Result<ModelShape> find_shape(const std::string& name) {
   if (key == "13b") key = "llama2-13b";
   if (key == "33b" || key == "30b" || key == "llama2-33b") key = "llama-33b";
   if (key == "70b") key = "llama2-70b";
+  if (key == "qwen3-moe" || key == "qwen3-30b") key = "qwen3-30b-a3b";
+  if (key == "mixtral") key = "mixtral-8x7b";
+  if (key == "turbosparse") key = "turbosparse-mixtral";
   std::string names;
   for (const ModelShape& s : shape_catalog()) {
     if (s.name == key) return s;
     names += (names.empty() ? "" : ", ") + s.name;
   }
   return Status::Error("unknown model shape '" + name + "': expected one of " + names +
-                       " (or 7b, 13b, 33b, 70b)");
+                       " (or 7b, 13b, 33b, 70b, qwen3-moe, mixtral, turbosparse)");
 }
 
 // ---- byte sizes ---------------------------------------------------------------------------
+
+uint64_t ModelBytes::ffn_read(int l) const {
+  const LayerBytes& b = layers[static_cast<size_t>(l)];
+  if (!moe()) return b.ffn_dense;
+  return b.ffn_dense - static_cast<uint64_t>(n_expert - n_expert_used) * b.expert;
+}
 
 uint64_t ModelBytes::weight_bytes() const {
   uint64_t total = output;
@@ -99,20 +156,41 @@ double bytes_per_weight(GgmlType t) {
   return tr.block_size > 0 ? static_cast<double>(tr.type_size) / tr.block_size : 0.0;
 }
 
+namespace {
+
+Status check_shape(const ModelShape& s) {
+  const bool heads_ok = s.n_embd_head > 0 || (s.n_head > 0 && s.n_embd % s.n_head == 0);
+  const bool moe_ok = s.n_expert == 0 || (s.n_expert_used > 0 && s.n_expert_used < s.n_expert);
+  if (s.n_layer < 1 || s.n_embd < 1 || s.n_ff < 1 || s.n_head < 1 || s.n_head_kv < 1 ||
+      s.n_vocab < 1 || !heads_ok || s.n_expert < 0 || !moe_ok || s.expert_predictor_rank < 0 ||
+      !(s.expert_sparsity >= 0 && s.expert_sparsity < 1))
+    return Status::Error(
+        "model shape '" + s.name +
+        "': expected positive sizes, n_embd a multiple of n_head (or a head size), 0 < experts "
+        "used < experts and an expert sparsity in [0, 1), found n_layer " +
+        std::to_string(s.n_layer) + ", n_embd " + std::to_string(s.n_embd) + ", n_ff " +
+        std::to_string(s.n_ff) + ", heads " + std::to_string(s.n_head) + "/" +
+        std::to_string(s.n_head_kv) + ", experts " + std::to_string(s.n_expert_used) + " of " +
+        std::to_string(s.n_expert) + ", expert sparsity " + fmt(s.expert_sparsity));
+  return Status::Ok();
+}
+
+uint64_t rows_of(GgmlType t, int64_t row_len, int64_t n_rows) {
+  return static_cast<uint64_t>(row_bytes(t, row_len)) * static_cast<uint64_t>(n_rows);
+}
+
+}  // namespace
+
 Result<ModelBytes> model_bytes(const ModelShape& s, GgmlType t) {
   const DTypeTraits tr = dtype_traits(t);
   if (tr.name == nullptr || tr.block_size <= 0 || tr.type_size <= 0)
     return Status::Error("weight type id " + std::to_string(static_cast<uint32_t>(t)) +
                          " has no known block size");
-  if (s.n_layer < 1 || s.n_embd < 1 || s.n_ff < 1 || s.n_head < 1 || s.n_head_kv < 1 ||
-      s.n_vocab < 1 || s.n_embd % s.n_head != 0)
-    return Status::Error("model shape '" + s.name + "': expected positive sizes and n_embd a "
-                         "multiple of n_head, found n_layer " + std::to_string(s.n_layer) +
-                         ", n_embd " + std::to_string(s.n_embd) + ", n_ff " +
-                         std::to_string(s.n_ff) + ", heads " + std::to_string(s.n_head) + "/" +
-                         std::to_string(s.n_head_kv));
+  HC_TRY(check_shape(s));
   const GgmlType dt = down_t_type_of(t);
-  for (auto [n, ty] : {std::pair{s.n_embd, t}, std::pair{s.n_ff, t}, std::pair{s.n_embd, dt}})
+  const int64_t q_dim = s.n_head * s.head_dim(), kv_dim = s.n_head_kv * s.head_dim();
+  for (auto [n, ty] :
+       {std::pair{s.n_embd, t}, std::pair{s.n_ff, t}, std::pair{s.n_embd, dt}, std::pair{q_dim, t}})
     if (n % dtype_traits(ty).block_size != 0)
       return Status::Error("model shape '" + s.name + "': a row of " + std::to_string(n) +
                            " weights is not a multiple of " + dtype_name(ty) + "'s block of " +
@@ -123,19 +201,32 @@ Result<ModelBytes> model_bytes(const ModelShape& s, GgmlType t) {
   m.n_embd = s.n_embd;
   m.n_ff = s.n_ff;
   m.n_vocab = s.n_vocab;
+  m.n_expert = s.n_expert;
+  m.n_expert_used = s.n_expert_used;
   const uint64_t row = static_cast<uint64_t>(row_bytes(t, s.n_embd));  // one row of n_embd
-  const uint64_t kv_dim = static_cast<uint64_t>(s.n_head_kv) * s.head_dim();
   const uint64_t norm = static_cast<uint64_t>(s.n_embd) * 4;
   LayerBytes l;
-  // wq and wo: n_embd rows; wk and wv: kv_dim rows (GQA shrinks them).
-  l.attn = norm + row * (2 * static_cast<uint64_t>(s.n_embd) + 2 * kv_dim);
+  // wq: q_dim rows, wk and wv: kv_dim rows (GQA shrinks them), wo: n_embd rows of q_dim.
+  l.attn = norm + row * static_cast<uint64_t>(q_dim + 2 * kv_dim) + rows_of(t, q_dim, s.n_embd) +
+           (s.qk_norm ? 2 * static_cast<uint64_t>(s.head_dim()) * 4 : 0);
   l.gate_row = row;
   l.up_row = row;
   l.down_t_row = static_cast<uint64_t>(row_bytes(dt, s.n_embd));
-  l.ffn_dense = norm + 2 * row * static_cast<uint64_t>(s.n_ff) +
-                static_cast<uint64_t>(row_bytes(t, s.n_ff)) * static_cast<uint64_t>(s.n_embd);
+  // gate and up: n_ff rows of n_embd; down: n_embd rows of n_ff. MoE: one expert's.
+  const uint64_t ffn = 2 * row * static_cast<uint64_t>(s.n_ff) + rows_of(t, s.n_ff, s.n_embd);
+  if (s.moe()) {
+    l.router = static_cast<uint64_t>(s.n_expert) * static_cast<uint64_t>(s.n_embd) * 4;
+    l.expert = ffn;
+    // fc1 [rank, n_embd], fc2 [n_ff, rank], F16 (PowerInfer's predictor layout).
+    const int64_t r = s.expert_predictor_rank;
+    l.expert_predictor =
+        r > 0 ? rows_of(GgmlType::F16, s.n_embd, r) + rows_of(GgmlType::F16, r, s.n_ff) : 0;
+    l.ffn_dense = norm + l.router + static_cast<uint64_t>(s.n_expert) * ffn;
+  } else {
+    l.ffn_dense = norm + ffn;
+  }
   m.layers.assign(static_cast<size_t>(s.n_layer), l);
-  m.kv_bytes_per_pos = 2 * kv_dim * 2;  // K and V, fp16
+  m.kv_bytes_per_pos = 2 * static_cast<uint64_t>(kv_dim) * 2;  // K and V, fp16
   m.output = norm + row * static_cast<uint64_t>(s.n_vocab);
   return m;
 }
@@ -244,6 +335,58 @@ std::vector<double> power_law_probs(const PowerLaw& pl, int64_t n) {
     p[static_cast<size_t>(r)] = std::min(1.0, std::exp(lc - pl.a * lx));
   }
   return p;
+}
+
+Result<std::vector<double>> expert_routing_probs(int n_expert, int n_expert_used, double skew) {
+  if (!(n_expert_used > 0 && n_expert_used < n_expert))
+    return Status::Error("routing: expected 0 < experts used < experts, found " +
+                         std::to_string(n_expert_used) + " of " + std::to_string(n_expert));
+  if (!(skew >= 0 && skew <= kMaxExponent))
+    return Status::Error("routing: expected a skew exponent in [0, " + fmt(kMaxExponent) +
+                         "], found " + fmt(skew));
+  // Mean p = n_expert_used / n_expert: the p sum to the experts each token is routed to.
+  const PowerLawFitter fit(n_expert, static_cast<double>(n_expert_used) / n_expert);
+  return fit.probs(skew, fit.log_c(skew));
+}
+
+namespace {
+
+// p scaled to sum to `total`, none above 1 (those at 1 stay there, the rest take the remainder).
+void scale_capped(std::vector<double>& p, double total) {
+  for (int it = 0; it < 64; ++it) {
+    double capped = 0, free = 0;
+    for (double v : p) {
+      if (v >= 1)
+        capped += 1;
+      else
+        free += v;
+    }
+    if (free <= 0 || std::abs(capped + free - total) <= 1e-12 * total) return;
+    const double k = (total - capped) / free;
+    for (double& v : p)
+      if (v < 1) v = std::min(1.0, v * k);
+  }
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<double>>> routing_from_counts(
+    const std::vector<std::vector<double>>& counts, uint64_t n_tokens, int n_layer, int n_expert,
+    int n_expert_used) {
+  std::vector<std::vector<double>> src;
+  for (size_t l = 0; l < counts.size(); ++l) {
+    std::vector<float> c(counts[l].begin(), counts[l].end());
+    HC_ASSIGN_OR_RETURN(std::vector<double> p,
+                        in_layer(fire_probabilities(c, n_tokens), "routing", l));
+    if (std::accumulate(p.begin(), p.end(), 0.0) <= 0)
+      return Status::Error("routing: layer " + std::to_string(l) + " has no routings");
+    src.push_back(std::move(p));
+  }
+  HC_ASSIGN_OR_RETURN(std::vector<std::vector<double>> out, rescale_firing(src, n_layer, n_expert));
+  if (static_cast<int>(src.size()) == n_layer && static_cast<int>(src[0].size()) == n_expert)
+    return out;
+  for (std::vector<double>& p : out) scale_capped(p, n_expert_used);
+  return out;
 }
 
 double neurons_covering(const std::vector<double>& p, double mass) {
@@ -508,20 +651,31 @@ const ModeResult* SimResult::find(const std::string& mode) const {
   return nullptr;
 }
 
+const ModeResult* SimResult::llamacpp() const {
+  const ModeResult* r = find("llamacpp-cpu-moe");
+  return r ? r : find("dense-offload");
+}
+
 Status validate_input(const SimInput& in) {
   const ModelBytes& m = in.model;
   if (m.layers.empty() || m.n_ff < 1 || m.n_embd < 1)
     return Status::Error("model '" + m.name + "': no layers or neurons");
+  if (m.moe() && !(m.n_expert_used > 0 && m.n_expert_used < m.n_expert))
+    return Status::Error("model '" + m.name + "': expected 0 < experts used < experts, found " +
+                         std::to_string(m.n_expert_used) + " of " + std::to_string(m.n_expert));
+  if (!(in.expert_firing > 0 && in.expert_firing <= 1))
+    return Status::Error("expert firing share: expected (0, 1], found " + fmt(in.expert_firing));
   HC_TRY(in.hw.validate());
   HC_TRY(in.eff.validate());
   if (in.profile.size() != m.layers.size())
     return Status::Error("firing statistics: " + std::to_string(in.profile.size()) +
                          " layers, the model has " + std::to_string(m.layers.size()));
+  const char* unit = m.moe() ? " experts" : " neurons";
   for (size_t l = 0; l < in.profile.size(); ++l) {
-    if (static_cast<int64_t>(in.profile[l].size()) != m.n_ff)
+    if (static_cast<int64_t>(in.profile[l].size()) != m.n_units())
       return Status::Error("firing statistics: layer " + std::to_string(l) + " has " +
-                           std::to_string(in.profile[l].size()) + " neurons, the model " +
-                           std::to_string(m.n_ff));
+                           std::to_string(in.profile[l].size()) + unit + ", the model " +
+                           std::to_string(m.n_units()));
     for (double p : in.profile[l])
       if (!(p >= 0 && p <= 1))
         return Status::Error("firing statistics: layer " + std::to_string(l) +
@@ -553,10 +707,8 @@ Status validate_options(const SimOptions& opt) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
-                                    const SimOptions& opt) {
+// The planner's hardware figures and the parts of a PlanInput common to dense and MoE models.
+Result<PlanInput> plan_input_base(const SimInput& in, const std::vector<std::vector<double>>& p) {
   const ModelBytes& m = in.model;
   if (p.size() != m.layers.size())
     return Status::Error("firing statistics: " + std::to_string(p.size()) + " layers, the model " +
@@ -571,6 +723,21 @@ Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::v
   pin.hw.dev_overhead_bytes = in.hw.dev_overhead_bytes;
   pin.hw.dev_fixed_bytes = in.hw.dev_fixed_bytes;
   pin.n_embd = m.n_embd;
+  pin.other_s = static_cast<double>(m.output) / (pin.hw.host_gbps * kGB);
+  return pin;
+}
+
+uint64_t round_bytes(double b) { return static_cast<uint64_t>(std::llround(b)); }
+
+}  // namespace
+
+Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
+                                    const SimOptions& opt) {
+  const ModelBytes& m = in.model;
+  if (m.moe())
+    return Status::Error("model '" + m.name +
+                         "' has experts: its planner input is moe_plan_input's");
+  HC_ASSIGN_OR_RETURN(PlanInput pin, plan_input_base(in, p));
   pin.device_reads_all_hot = !opt.predictor;
   const int64_t rank = opt.predictor_rank > 0 ? opt.predictor_rank : std::max<int64_t>(1, m.n_embd / 16);
   const double rel_gate_rows = in.eff.gate_rows();
@@ -591,14 +758,158 @@ Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::v
     c.fire_prob = p[l];
     pin.layers.push_back(std::move(c));
   }
-  pin.other_s = static_cast<double>(m.output) / (pin.hw.host_gbps * kGB);
   HC_TRY(pin.validate());
   return pin;
+}
+
+LayerCosts moe_layer_costs(const MoeLayerBytes& b, std::vector<double> routing) {
+  LayerCosts c;
+  c.attn_bytes = b.attn;
+  c.kv_bytes = b.kv;
+  c.kv_read_bytes = b.kv_read;
+  c.neuron_bytes = b.expert_device;
+  const uint64_t store = b.expert_store;
+  c.hot_store_bytes = [store](int64_t n) { return static_cast<uint64_t>(n) * store; };
+  c.host_neuron_bytes = b.expert_host;
+  c.host_cold_bytes = 0;  // a cold expert the router did not pick costs nothing
+  c.host_fixed_bytes = b.router;
+  c.fire_prob = std::move(routing);
+  return c;
+}
+
+namespace {
+
+// Layer l's expert figures for moe_layer_costs (see moe_plan_input).
+MoeLayerBytes moe_layer_bytes(const SimInput& in, int l, uint64_t kv) {
+  const ModelBytes& m = in.model;
+  const LayerBytes& b = m.layers[static_cast<size_t>(l)];
+  MoeLayerBytes mb;
+  mb.attn = b.attn;
+  mb.kv = kv;
+  mb.kv_read = kv / 2;  // a half-full context on average
+  mb.router = b.ffn_dense - static_cast<uint64_t>(m.n_expert) * b.expert;  // norm + router
+  const double f = in.expert_firing;
+  if (f >= 1) {  // dense experts: read whole on either side
+    mb.expert_store = mb.expert_device = mb.expert_host = b.expert;
+    return mb;
+  }
+  // Sparse experts in the sparse layout (gate, up, down_t rows) with their predictor.
+  const auto n_ff = static_cast<double>(m.n_ff);
+  const double rel = in.eff.sparse_at(f), pred = static_cast<double>(b.expert_predictor);
+  const double gate = n_ff * static_cast<double>(b.gate_row);
+  const double up_down = n_ff * static_cast<double>(b.up_row + b.down_t_row);
+  mb.expert_store = round_bytes(gate + up_down + pred);
+  if (b.expert_predictor > 0) {  // the predictor, then the firing rows of gate, up and down_t
+    mb.expert_device = round_bytes(pred + f * (gate + up_down));
+    mb.expert_host = round_bytes(pred + f * (gate + up_down) / rel);
+  } else {  // every gate row (the host: decode layout, dense rate), then the firing rows
+    mb.expert_device = round_bytes(gate + f * up_down);
+    mb.expert_host = round_bytes(gate + f * up_down / rel);
+  }
+  return mb;
+}
+
+}  // namespace
+
+Result<PlanInput> moe_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
+                                 const SimOptions& opt) {
+  const ModelBytes& m = in.model;
+  if (!m.moe()) return Status::Error("model '" + m.name + "' has no experts");
+  HC_ASSIGN_OR_RETURN(PlanInput pin, plan_input_base(in, p));
+  pin.device_reads_all_hot = false;  // the device computes only its routed experts
+  pin.ffn_device_ops = kMoeHybridFfnOps;
+  const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
+  for (int l = 0; l < m.n_layer(); ++l)
+    pin.layers.push_back(moe_layer_costs(moe_layer_bytes(in, l, kv), p[static_cast<size_t>(l)]));
+  HC_TRY(pin.validate());
+  return pin;
+}
+
+double cpu_moe_seconds(const SimInput& in, const SimOptions& opt, const CpuMoeSplit& split,
+                       uint64_t* device_bytes) {
+  const ModelBytes& m = in.model;
+  const double host = host_rate(in);
+  const double dev = in.hw.has_device ? in.hw.dev_gbps() * kGB : host;
+  const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
+  const int n_layer = m.n_layer(), n_dev = std::clamp(split.n_gpu_layers, 0, n_layer);
+  double s = 0;
+  uint64_t bytes = 0;
+  int ops = 0, paced = 0, trips = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    const LayerBytes& b = m.layers[static_cast<size_t>(l)];
+    const uint64_t experts = static_cast<uint64_t>(m.n_expert) * b.expert;
+    const uint64_t rest = b.attn + b.ffn_dense - experts;  // attention, norms, router
+    const bool on_dev = l >= n_layer - n_dev, experts_dev = on_dev && l >= split.n_cpu_moe;
+    s += static_cast<double>(rest + kv / 2) / (on_dev ? dev : host) +
+         static_cast<double>(static_cast<uint64_t>(m.n_expert_used) * b.expert) /
+             (experts_dev ? dev : host);
+    if (on_dev) {
+      bytes += rest + kv;
+      ops += kAttnOps + kMoeRouterOps;
+      paced += kPacedMoeRestOps;
+    }
+    if (experts_dev) {
+      bytes += experts;
+      ops += kMoeExpertOps + m.n_expert_used;
+      paced += kPacedMoeExpertOps;
+    } else if (on_dev) {  // the normed x to the host's experts and their sum back, then the add
+      ++trips;
+      ops += kTransferOps + 1;
+      paced += kTransferOps;
+    }
+  }
+  if (n_dev > 0 || split.output) {
+    const double back = static_cast<double>(split.output ? m.n_vocab : m.n_embd) * 4;
+    ops += kTransferOps + (split.output ? kOutputOps : 0);
+    paced += kTransferOps + (split.output ? 1 : 0);
+    s += ops * in.hw.op_us * kUs + paced * in.hw.paced_op_us * kUs +
+         (1 + trips) * in.hw.sync_us * kUs +
+         (static_cast<double>(m.n_embd) * 4 * (1 + 2 * trips) + back) / (in.hw.link_gbps * kGB);
+    bytes += in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes;
+  }
+  s += static_cast<double>(m.output) / (split.output ? dev : host);
+  if (split.output) bytes += m.output;
+  if (device_bytes) *device_bytes = bytes;
+  return s;
+}
+
+CpuMoeSplit cpu_moe_split_that_fits(const SimInput& in, const SimOptions& opt) {
+  const ModelBytes& m = in.model;
+  const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
+  const int n_layer = m.n_layer();
+  CpuMoeSplit sp;
+  sp.n_cpu_moe = n_layer;
+  if (!in.hw.has_device) return sp;
+  if (opt.n_cpu_moe >= 0) return {n_layer, true, std::min(opt.n_cpu_moe, n_layer)};
+  std::vector<uint64_t> rest(static_cast<size_t>(n_layer)), experts(rest.size());
+  uint64_t used = in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes;
+  for (int l = n_layer - 1; l >= 0; --l) {  // -ngl: trailing layers' non-expert tensors
+    const LayerBytes& b = m.layers[static_cast<size_t>(l)];
+    experts[static_cast<size_t>(l)] = static_cast<uint64_t>(m.n_expert) * b.expert;
+    rest[static_cast<size_t>(l)] = b.attn + b.ffn_dense - experts[static_cast<size_t>(l)] + kv;
+    if (used + rest[static_cast<size_t>(l)] > opt.budget_bytes) return sp;
+    used += rest[static_cast<size_t>(l)];
+    ++sp.n_gpu_layers;
+  }
+  if (used + m.output > opt.budget_bytes) return sp;
+  sp.output = true;
+  used += m.output;
+  // --n-cpu-moe: the fewest leading layers whose experts stay on the host.
+  for (int l = n_layer - 1; l >= 0 && used + experts[static_cast<size_t>(l)] <= opt.budget_bytes;
+       --l) {
+    used += experts[static_cast<size_t>(l)];
+    sp.n_cpu_moe = l;
+  }
+  return sp;
 }
 
 double dense_seconds(const SimInput& in, const SimOptions& opt, int n_dev, bool output_dev,
                      uint64_t* device_bytes) {
   const ModelBytes& m = in.model;
+  if (m.moe()) {  // whole layers: a layer's experts are where the layer is
+    const int n = std::clamp(n_dev, 0, m.n_layer());
+    return cpu_moe_seconds(in, opt, {n, output_dev, m.n_layer() - n}, device_bytes);
+  }
   const double host = host_rate(in);
   const double dev = in.hw.has_device ? in.hw.dev_gbps() * kGB : host;
   const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
@@ -670,6 +981,17 @@ double host_only_ffn_s(const SimInput& in, const SimOptions& opt, const PlanInpu
   return bytes / (pin.hw.host_gbps * kGB);
 }
 
+// An MoE layer's router (host_fixed_bytes) must run before the device can start its experts, but
+// the planner counts it in the host half, which overlaps the device's: the time that adds when
+// the layer uses an overlapping device.
+double moe_router_s(const PlanInput& pin, const LayerCosts& c, const LayerTime& lt,
+                    bool overlapped) {
+  if (!overlapped) return 0.0;
+  const double router_s = static_cast<double>(c.host_fixed_bytes) / (pin.hw.host_gbps * kGB);
+  return router_s + std::max(lt.ffn_device_s, lt.ffn_host_s - router_s) -
+         std::max(lt.ffn_device_s, lt.ffn_host_s);
+}
+
 // A plan evaluated on `pin` with the terms the planner's model lacks (see simulate.h).
 Result<ModeResult> evaluate(const SimInput& in, const SimOptions& opt, const PlanInput& pin,
                             const PlacementPlan& plan, bool output_dev, const char* mode) {
@@ -694,10 +1016,14 @@ Result<ModeResult> evaluate(const SimInput& in, const SimOptions& opt, const Pla
     s += ((lp.attn_on_device ? kPacedAttnOps : 0) +
           (!lp.hot.empty() || c.predictor_on_device ? kPacedFfnOps : 0)) *
          in.hw.paced_op_us * kUs;
-    // A layer without device neurons runs its gate dense (the decode layout) instead of reading
-    // the cold gate rows in order, and past the union limit its up and down over every row.
-    if (lp.hot.empty() && !opt.predictor && !c.predictor_on_device)
+    if (m.moe()) {
+      s += moe_router_s(pin, c, lt, !lp.hot.empty() && in.hw.overlap);
+    } else if (lp.hot.empty() && !opt.predictor && !c.predictor_on_device) {
+      // A layer without device neurons runs its gate dense (the decode layout) instead of
+      // reading the cold gate rows in order, and past the union limit its up and down over
+      // every row.
       s += host_only_ffn_s(in, opt, pin, l) - lt.ffn_host_s;
+    }
   }
   r.device_bytes = pr.device_bytes;
   if (output_dev) {
@@ -769,51 +1095,43 @@ PlacementPlan refill(const PlacementPlan& plan, const std::vector<std::vector<do
   return out;
 }
 
-// Bytes newly placed on the device going from plan a to plan b.
-double moved_bytes(const SimInput& in, const SimOptions& opt, const PlacementPlan& a,
-                   const PlacementPlan& b) {
+// Bytes newly placed on the device going from plan a to plan b (units: neurons, or whole
+// experts, at what one takes on the device).
+double moved_bytes(const SimInput& in, const SimOptions& opt, const PlanInput& pin,
+                   const PlacementPlan& a, const PlacementPlan& b) {
   const ModelBytes& m = in.model;
   const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
   double bytes = 0;
   for (size_t l = 0; l < b.layers.size(); ++l) {
-    std::vector<char> was(static_cast<size_t>(m.n_ff), 0);
+    const LayerCosts& c = pin.layers[l];
+    std::vector<char> was(static_cast<size_t>(m.n_units()), 0);
     for (int32_t i : a.layers[l].hot) was[static_cast<size_t>(i)] = 1;
     int64_t added = 0;
     for (int32_t i : b.layers[l].hot) added += was[static_cast<size_t>(i)] ? 0 : 1;
-    bytes += static_cast<double>(added) * static_cast<double>(m.layers[l].neuron());
+    const uint64_t unit = c.hot_store_bytes ? c.hot_store_bytes(1) : c.neuron_bytes;
+    bytes += static_cast<double>(added) * static_cast<double>(unit);
     if (b.layers[l].attn_on_device && !a.layers[l].attn_on_device)
       bytes += static_cast<double>(m.layers[l].attn + kv);
   }
   return bytes;
 }
 
-}  // namespace
+// The planner's input for either kind of model.
+Result<PlanInput> plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
+                             const SimOptions& opt) {
+  return in.model.moe() ? moe_plan_input(in, p, opt) : hybrid_plan_input(in, p, opt);
+}
 
-Result<SimResult> simulate(const SimInput& in, const SimOptions& opt) {
-  HC_TRY(validate_input(in));
-  HC_TRY(validate_options(opt));
-  const ModelBytes& m = in.model;
-  SimResult res;
-  const std::vector<std::vector<double>> serve = drift_firing(in.profile, opt.drift, opt.drift_seed);
-  for (const auto& p : in.profile) {
-    res.firing_share += mean_firing(p) / m.n_layer();
-    res.cover80 += neurons_covering(p, 0.8) / m.n_layer();
-  }
-  res.top20_overlap = top_overlap(in.profile, serve, 0.2);
-
+ModeResult dense_cpu_mode(const SimInput& in, const SimOptions& opt) {
   ModeResult dense;
   dense.mode = "dense-cpu";
   dense.s_per_token = dense_seconds(in, opt, 0, false, &dense.device_bytes);
   dense.tok_s = 1.0 / dense.s_per_token;
-  res.modes.push_back(dense);
+  return dense;
+}
 
-  HC_ASSIGN_OR_RETURN(PlanInput serve_in, hybrid_plan_input(in, serve, opt));
-  HC_ASSIGN_OR_RETURN(ModeResult sparse_cpu,
-                      evaluate(in, opt, serve_in, empty_plan(m.n_layer(), m.n_ff), false,
-                               "sparse-cpu"));
-  res.modes.push_back(sparse_cpu);
-  if (!in.hw.has_device) return res;
-
+ModeResult dense_offload_mode(const SimInput& in, const SimOptions& opt) {
+  const ModelBytes& m = in.model;
   ModeResult off;
   off.mode = "dense-offload";
   int n_dev = 0;
@@ -830,62 +1148,130 @@ Result<SimResult> simulate(const SimInput& in, const SimOptions& opt) {
   off.attn_on_device = n_dev;
   off.output_on_device = out_dev;
   off.device_mass = static_cast<double>(n_dev) / m.n_layer();
-  off.hot_neurons = static_cast<int64_t>(n_dev) * m.n_ff;
-  res.modes.push_back(off);
+  off.hot_neurons = static_cast<int64_t>(n_dev) * m.n_units();
+  return off;
+}
 
-  // static: planned on the profile (or given), run on the serving distribution.
-  PlacementPlan static_plan;
-  bool static_out = false;
-  uint64_t plan_budget = opt.budget_bytes;
-  ModeResult st;
+// llama.cpp's -ngl 99 --n-cpu-moe N (layers_on_device: layers with their experts on the device;
+// device_mass: the share of layers whose experts the device computes).
+ModeResult cpu_moe_mode(const SimInput& in, const SimOptions& opt) {
+  const ModelBytes& m = in.model;
+  const CpuMoeSplit sp = cpu_moe_split_that_fits(in, opt);
+  ModeResult r;
+  r.mode = "llamacpp-cpu-moe";
+  r.s_per_token = cpu_moe_seconds(in, opt, sp, &r.device_bytes);
+  r.tok_s = 1.0 / r.s_per_token;
+  r.attn_on_device = sp.n_gpu_layers;
+  r.layers_on_device = std::max(0, std::min(sp.n_gpu_layers, m.n_layer() - sp.n_cpu_moe));
+  r.output_on_device = sp.output;
+  r.n_cpu_moe = sp.n_cpu_moe;
+  r.device_mass = static_cast<double>(r.layers_on_device) / m.n_layer();
+  r.hot_neurons = static_cast<int64_t>(r.layers_on_device) * m.n_expert;
+  return r;
+}
+
+// The static plan (planned on the profile, or given) and where it put the output.
+struct StaticPlan {
+  PlacementPlan plan;
+  bool output = false;
+  uint64_t budget = 0;  // what the plan was made for (the budget less the output's)
+  ModeResult mode;      // evaluated on the serving distribution
+};
+
+Result<StaticPlan> static_mode(const SimInput& in, const SimOptions& opt, const PlanInput& serve_in,
+                               const char* name) {
+  const ModelBytes& m = in.model;
+  StaticPlan sp;
+  sp.budget = opt.budget_bytes;
   if (opt.plan) {
-    HC_TRY(opt.plan->check_matches(m.n_layer(), m.n_ff).with_context("plan"));
-    static_plan = *opt.plan;
-    HC_ASSIGN_OR_RETURN(st, evaluate(in, opt, serve_in, static_plan, false, "static"));
-    st.solver = "file";
-  } else {
-    HC_ASSIGN_OR_RETURN(PlanInput prof_in, hybrid_plan_input(in, in.profile, opt));
-    // Output on the host, and (when it fits) on the device with the rest of the budget: the
-    // faster on the profile is what an offline planner would pick.
-    double best_prof = std::numeric_limits<double>::infinity();
-    const uint64_t base = in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes;
-    std::string solver;
-    for (bool o : {false, true}) {
-      if (o && (!opt.output_on_device || opt.budget_bytes < base + m.output)) continue;
-      const uint64_t budget = o ? opt.budget_bytes - m.output : opt.budget_bytes;
-      HC_ASSIGN_OR_RETURN(PlanResult pr, plan_pruned(in, opt, prof_in, budget));
-      HC_ASSIGN_OR_RETURN(ModeResult on_prof, evaluate(in, opt, prof_in, pr.plan, o, "static"));
-      if (on_prof.s_per_token < best_prof) {
-        best_prof = on_prof.s_per_token;
-        static_plan = pr.plan;
-        static_out = o;
-        plan_budget = budget;
-        solver = pr.solver;
-      }
-    }
-    HC_ASSIGN_OR_RETURN(st, evaluate(in, opt, serve_in, static_plan, static_out, "static"));
-    st.solver = solver;
+    HC_TRY(opt.plan->check_matches(m.n_layer(), m.n_units()).with_context("plan"));
+    sp.plan = *opt.plan;
+    HC_ASSIGN_OR_RETURN(sp.mode, evaluate(in, opt, serve_in, sp.plan, false, name));
+    sp.mode.solver = "file";
+    return sp;
   }
-  res.modes.push_back(st);
+  HC_ASSIGN_OR_RETURN(PlanInput prof_in, plan_input(in, in.profile, opt));
+  // Output on the host, and (when it fits) on the device with the rest of the budget: the
+  // faster on the profile is what an offline planner would pick.
+  double best_prof = std::numeric_limits<double>::infinity();
+  const uint64_t base = in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes;
+  std::string solver;
+  for (bool o : {false, true}) {
+    if (o && (!opt.output_on_device || opt.budget_bytes < base + m.output)) continue;
+    const uint64_t budget = o ? opt.budget_bytes - m.output : opt.budget_bytes;
+    HC_ASSIGN_OR_RETURN(PlanResult pr, plan_pruned(in, opt, prof_in, budget));
+    HC_ASSIGN_OR_RETURN(ModeResult on_prof, evaluate(in, opt, prof_in, pr.plan, o, name));
+    if (on_prof.s_per_token < best_prof) {
+      best_prof = on_prof.s_per_token;
+      sp.plan = pr.plan;
+      sp.output = o;
+      sp.budget = budget;
+      solver = pr.solver;
+    }
+  }
+  HC_ASSIGN_OR_RETURN(sp.mode, evaluate(in, opt, serve_in, sp.plan, sp.output, name));
+  sp.mode.solver = solver;
+  return sp;
+}
 
-  // dynamic: planned on the serving distribution, or the static capacities refilled with the
-  // serving top-k when that is faster (so never slower than static before migration); plus the
-  // newly placed bytes over the link, amortised over the drift period.
-  const PlacementPlan refilled = refill(static_plan, serve);
-  HC_ASSIGN_OR_RETURN(PlanResult dp, plan_pruned(in, opt, serve_in, plan_budget));
-  HC_ASSIGN_OR_RETURN(ModeResult dy, evaluate(in, opt, serve_in, dp.plan, static_out, "dynamic"));
+// Planned on the serving distribution, or the static capacities refilled with the serving top-k
+// when that is faster (so never slower than static before migration); plus the newly placed
+// bytes over the link, amortised over the drift period.
+Result<ModeResult> dynamic_mode(const SimInput& in, const SimOptions& opt,
+                                const PlanInput& serve_in,
+                                const std::vector<std::vector<double>>& serve,
+                                const StaticPlan& st) {
+  const PlacementPlan refilled = refill(st.plan, serve);
+  HC_ASSIGN_OR_RETURN(PlanResult dp, plan_pruned(in, opt, serve_in, st.budget));
+  HC_ASSIGN_OR_RETURN(ModeResult dy, evaluate(in, opt, serve_in, dp.plan, st.output, "dynamic"));
   dy.solver = dp.solver;
   const PlacementPlan* dyn_plan = &dp.plan;
-  HC_ASSIGN_OR_RETURN(ModeResult dr, evaluate(in, opt, serve_in, refilled, static_out, "dynamic"));
+  HC_ASSIGN_OR_RETURN(ModeResult dr, evaluate(in, opt, serve_in, refilled, st.output, "dynamic"));
   if (dr.s_per_token < dy.s_per_token) {
     dy = dr;
     dy.solver = "refill";
     dyn_plan = &refilled;
   }
-  dy.migration_bytes_per_token = moved_bytes(in, opt, static_plan, *dyn_plan) / opt.drift_period_tokens;
+  dy.migration_bytes_per_token =
+      moved_bytes(in, opt, serve_in, st.plan, *dyn_plan) / opt.drift_period_tokens;
   dy.migration_s = dy.migration_bytes_per_token / (in.hw.link_gbps * kGB);
   dy.s_per_token += dy.migration_s;
   dy.tok_s = 1.0 / dy.s_per_token;
+  return dy;
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const SimInput& in, const SimOptions& opt_in) {
+  HC_TRY(validate_input(in));
+  HC_TRY(validate_options(opt_in));
+  const ModelBytes& m = in.model;
+  SimOptions opt = opt_in;
+  if (m.moe()) opt.granule = 1;  // an expert is one placement unit
+  SimResult res;
+  const std::vector<std::vector<double>> serve =
+      drift_firing(in.profile, opt.drift, opt.drift_seed);
+  for (const auto& p : in.profile) {
+    res.firing_share += mean_firing(p) / m.n_layer();
+    res.cover80 += neurons_covering(p, 0.8) / m.n_layer();
+  }
+  res.top20_overlap = top_overlap(in.profile, serve, 0.2);
+
+  res.modes.push_back(dense_cpu_mode(in, opt));
+  HC_ASSIGN_OR_RETURN(PlanInput serve_in, plan_input(in, serve, opt));
+  if (!m.moe() || in.expert_firing < 1) {  // dense experts: the same as dense-cpu
+    HC_ASSIGN_OR_RETURN(
+        ModeResult sparse_cpu,
+        evaluate(in, opt, serve_in, empty_plan(m.n_layer(), m.n_units()), false, "sparse-cpu"));
+    res.modes.push_back(sparse_cpu);
+  }
+  if (!in.hw.has_device) return res;
+  res.modes.push_back(dense_offload_mode(in, opt));
+  if (m.moe()) res.modes.push_back(cpu_moe_mode(in, opt));
+  HC_ASSIGN_OR_RETURN(StaticPlan st,
+                      static_mode(in, opt, serve_in, m.moe() ? "hot-experts" : "static"));
+  res.modes.push_back(st.mode);
+  HC_ASSIGN_OR_RETURN(ModeResult dy, dynamic_mode(in, opt, serve_in, serve, st));
   res.modes.push_back(dy);
   return res;
 }

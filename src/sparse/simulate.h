@@ -8,8 +8,9 @@
 //
 // Inputs:
 //   ModelBytes    byte sizes of every layer as the engine stores them: from a shape of the
-//                 catalog (llama2-7b/13b/70b, llama-33b) and a weight type, or from a real GGUF
-//                 (the app fills it from the loaded model).
+//                 catalog (llama2-7b/13b/70b, llama-33b; MoE: qwen3-30b-a3b, mixtral-8x7b,
+//                 turbosparse-mixtral) and a weight type, or from a real dense GGUF (the app
+//                 fills it from the loaded model).
 //   HardwareSpec  host peak bandwidth x read fraction, device memory / bandwidth x efficiency,
 //                 link, per-operation and round-trip costs (catalog: rtx4090, a100-80g,
 //                 a100-40g; "host" = this machine and its CPU device, from a calibration).
@@ -17,7 +18,16 @@
 //                 kernels' GB/s over the dense decode's, by firing share (measured here).
 //   firing        per layer p_i = P(neuron i fires) on the profiling distribution: a power law
 //                 fitted to published statistics, or a measured statistics file resampled to
-//                 the target n_ff by rank quantile.
+//                 the target n_ff by rank quantile. MoE: p_e = the share of tokens routed to
+//                 expert e (expert_routing_probs, routing_from_counts).
+//
+// MoE shapes (ModelShape::n_expert > 0: Qwen3-30B-A3B, Mixtral-8x7B, TurboSparse-Mixtral) place
+// whole experts: the planner's unit is an expert (moe_plan_input), its "firing probability" the
+// share of tokens the router sends to it (the profile is [n_layer][n_expert], summing to
+// n_expert_used per layer). Their modes: dense-cpu, sparse-cpu (experts with sparse neurons
+// only), dense-offload, llamacpp-cpu-moe (llama.cpp's -ngl 99 --n-cpu-moe N: everything but the
+// experts on the device, the experts of the first N layers on the host), hot-experts (static
+// placement of the most routed experts) and dynamic (as below, moving whole experts).
 //
 // Modes (ModeResult::mode):
 //   dense-cpu      every weight read on the host
@@ -52,16 +62,27 @@ namespace hc::sparse {
 struct ModelShape {
   std::string name;
   int n_layer = 0;
-  int64_t n_embd = 0, n_ff = 0;
+  int64_t n_embd = 0, n_ff = 0;  // MoE: n_ff is one expert's FFN width
   int n_head = 0, n_head_kv = 0;
   int64_t n_vocab = 0;
   std::string source;  // where the figures come from
-  int64_t head_dim() const { return n_head > 0 ? n_embd / n_head : 0; }
+  int64_t n_embd_head = 0;     // head size when not n_embd / n_head (Qwen3: 128, not 2048 / 32)
+  bool qk_norm = false;        // per-head RMS norms of q and k (Qwen3): 2 x head_dim F32 per layer
+  int n_expert = 0;            // MoE: experts per layer (0: a dense FFN)
+  int n_expert_used = 0;       // MoE: experts the router picks per token
+  double expert_sparsity = 0;  // share of a routed expert's neurons not firing (0: dense)
+  int64_t expert_predictor_rank = 0;  // each expert's low-rank neuron predictor (F16), 0: none
+  int64_t head_dim() const {
+    return n_embd_head > 0 ? n_embd_head : (n_head > 0 ? n_embd / n_head : 0);
+  }
+  bool moe() const { return n_expert > 0; }
 };
 
-// llama2-7b, llama2-13b, llama-33b, llama2-70b (docs/SIMULATE.md cites each).
+// llama2-7b, llama2-13b, llama-33b, llama2-70b, and the MoE shapes qwen3-30b-a3b, mixtral-8x7b,
+// turbosparse-mixtral (docs/SIMULATE.md cites each).
 const std::vector<ModelShape>& shape_catalog();
-// By name; "7b", "13b", "33b", "70b" are accepted too. Errors name the accepted names.
+// By name; "7b", "13b", "33b", "70b", "qwen3-moe", "mixtral", "turbosparse" are accepted too.
+// Errors name the accepted names.
 Result<ModelShape> find_shape(const std::string& name);
 
 // ---- byte sizes ---------------------------------------------------------------------------
@@ -72,18 +93,30 @@ struct LayerBytes {
   uint64_t gate_row = 0;   // one neuron's gate row
   uint64_t up_row = 0;     // one neuron's up row
   uint64_t down_t_row = 0; // one neuron's row of the transposed down matrix (sparse layout)
+  // MoE: the rows above are one expert's, and ffn_dense is the FFN as stored: ffn_norm + router
+  // + every expert.
+  uint64_t router = 0;            // ffn_gate_inp, F32 [n_expert, n_embd]
+  uint64_t expert = 0;            // one expert's gate + up + down as stored (a dense read of it)
+  uint64_t expert_predictor = 0;  // one expert's neuron predictor, fc1 + fc2 (F16); 0: none
   uint64_t neuron() const { return gate_row + up_row + down_t_row; }
 };
 
 struct ModelBytes {
   std::string name;  // shape name or file
   std::string type;  // weight type name ("q4_0", or "file" for a real model's mix)
-  int64_t n_embd = 0, n_ff = 0, n_vocab = 0;
+  int64_t n_embd = 0, n_ff = 0, n_vocab = 0;  // MoE: n_ff is one expert's width
+  int n_expert = 0, n_expert_used = 0;        // MoE (0: dense FFN)
   std::vector<LayerBytes> layers;
   uint64_t kv_bytes_per_pos = 0;  // K and V of one layer for one position (fp16)
   uint64_t output = 0;            // output norm + output matrix
   int n_layer() const { return static_cast<int>(layers.size()); }
-  // Weights (no KV): every layer's attention and dense FFN plus the output.
+  bool moe() const { return n_expert > 0; }
+  // The planner's placement units per layer: neurons, or experts for MoE.
+  int64_t n_units() const { return moe() ? n_expert : n_ff; }
+  // What one token reads of layer l's FFN when run dense: all of it, or (MoE) the norm, the
+  // router and n_expert_used whole experts.
+  uint64_t ffn_read(int l) const;
+  // Weights (no KV, no predictors): every layer's attention and stored FFN plus the output.
   uint64_t weight_bytes() const;
 };
 
@@ -92,8 +125,9 @@ struct ModelBytes {
 GgmlType down_t_type_of(GgmlType t);
 // Bytes per weight of a type (block bytes / block size): f16 2, q8_0 1.0625, q4_0 0.5625, ...
 double bytes_per_weight(GgmlType t);
-// A shape's bytes with every matrix (output included) of type t, norms F32. Errors when t has no
-// known block size or a row length is not a multiple of it.
+// A shape's bytes with every matrix (output and experts included) of type t, norms and the MoE
+// router F32, expert predictors F16. Errors when t has no known block size or a row length is
+// not a multiple of it.
 Result<ModelBytes> model_bytes(const ModelShape& shape, GgmlType t);
 
 // ---- firing statistics --------------------------------------------------------------------
@@ -118,6 +152,22 @@ Result<PowerLaw> fit_power_law(int64_t n, double firing_share, double cover_shar
                                double cover_mass = kReluLlamaCoverMass);
 // [n] p by rank (descending).
 std::vector<double> power_law_probs(const PowerLaw& pl, int64_t n);
+
+// MoE routing without statistics (docs/SIMULATE.md, "Routing skew"): every layer's experts by
+// rank follow p(x) = min(1, c x^-skew), x = (rank + 0.5) / n_expert, c such that the p sum to
+// n_expert_used (each token routes to that many distinct experts). skew 0: uniform,
+// n_expert_used / n_expert each. Errors unless 0 < n_expert_used < n_expert and skew in [0, 20].
+Result<std::vector<double>> expert_routing_probs(int n_expert, int n_expert_used, double skew);
+// Routing from measured counts: counts[l][e] tokens routed to expert e of source layer l over
+// n_tokens tokens (hotcold profile's expert_count). The same shape: count / n_tokens as is.
+// Another: resampled as rescale_firing does (layers by position, experts by rank quantile),
+// then each layer scaled to sum to n_expert_used, no p above 1. Errors on empty or ragged
+// counts, counts above n_tokens, or a layer with no routings.
+Result<std::vector<std::vector<double>>> routing_from_counts(
+    const std::vector<std::vector<double>>& counts, uint64_t n_tokens, int n_layer, int n_expert,
+    int n_expert_used);
+// The default skew (an assumption, docs/SIMULATE.md "Routing skew").
+constexpr double kDefaultExpertSkew = 0.3;
 
 // Mean of p (the share of neurons firing per token).
 double mean_firing(const std::vector<double>& p);
@@ -229,6 +279,8 @@ struct SimOptions {
   // FFN dense over the row layout (every up and down_t row, at the in-order row rate).
   double max_union_share = 0.5;
   int64_t predictor_rank = 0;    // 0: n_embd / 16 (docs/BENCHMARKS.md's advice)
+  int n_cpu_moe = -1;  // llamacpp-cpu-moe: -1 the fewest leading layers whose experts must stay
+                       // on the host for the rest to fit, else exactly N
 };
 
 struct ModeResult {
@@ -242,6 +294,7 @@ struct ModeResult {
   int attn_on_device = 0;
   int64_t hot_neurons = 0;
   bool output_on_device = false;
+  int n_cpu_moe = -1;  // llamacpp-cpu-moe: leading layers whose experts run on the host
   double migration_s = 0;              // dynamic: per-token link time of migrated bytes
   double migration_bytes_per_token = 0;
   // Hot/cold modes: whose plan: "greedy", "ilp", "previous" (plan_best's), "file" (given),
@@ -253,15 +306,26 @@ struct SimInput {
   ModelBytes model;
   HardwareSpec hw;
   HostEfficiency eff;
-  std::vector<std::vector<double>> profile;  // [n_layer][n_ff] p_i of the profiling distribution
+  // [n_layer][n_units] p_i of the profiling distribution: a neuron's firing probability, or
+  // (MoE) the share of tokens routed to the expert.
+  std::vector<std::vector<double>> profile;
+  // MoE: share of a routed expert's neurons firing per token (TurboSparse-Mixtral's dReLU
+  // experts: 0.15); 1: dense experts. Only the hot/cold modes use it: llama.cpp reads experts
+  // whole.
+  double expert_firing = 1;
 };
 
 struct SimResult {
-  std::vector<ModeResult> modes;  // dense-cpu, sparse-cpu, dense-offload, static, dynamic
-  double firing_share = 0;        // mean p over layers
-  double cover80 = 0;             // mean share of neurons covering 80% of the firings
+  // dense-cpu, sparse-cpu, dense-offload, static, dynamic; MoE: dense-cpu, sparse-cpu (sparse
+  // experts only), dense-offload, llamacpp-cpu-moe, hot-experts, dynamic.
+  std::vector<ModeResult> modes;
+  double firing_share = 0;        // mean p over layers (MoE: n_expert_used / n_expert)
+  double cover80 = 0;             // mean share of units covering 80% of the firings (routings)
   double top20_overlap = 1;       // profile vs serving (drift)
   const ModeResult* find(const std::string& mode) const;
+  // The llama.cpp mode the others compare with: llamacpp-cpu-moe, else dense-offload; null
+  // when neither ran.
+  const ModeResult* llamacpp() const;
 };
 
 Status validate_input(const SimInput& in);
@@ -280,6 +344,47 @@ double dense_seconds(const SimInput& in, const SimOptions& opt, int n_dev, bool 
 // The most trailing whole layers (then the output) that fit opt.budget_bytes.
 void dense_layers_that_fit(const SimInput& in, const SimOptions& opt, int* n_dev,
                            bool* output_dev);
+
+// ---- MoE ----------------------------------------------------------------------------------
+
+// One MoE layer in the planner's units, one per expert (docs/SIMULATE.md, "MoE"). Host bytes are
+// dense-equivalent (what the host reads in the same time at its dense decode rate).
+struct MoeLayerBytes {
+  uint64_t attn = 0, kv = 0, kv_read = 0;  // attention; KV charged; KV read per token
+  uint64_t router = 0;                     // router + FFN norm: read on the host every token
+  uint64_t expert_store = 0;               // device bytes one hot expert takes
+  uint64_t expert_device = 0;  // bytes the device reads per routing to one of its experts
+  uint64_t expert_host = 0;    // host bytes per routing to a cold expert
+};
+// The planner's LayerCosts: fire_prob = routing [n_expert], neuron_bytes = expert_device,
+// hot_store_bytes(n) = n x expert_store, host_neuron_bytes = expert_host, host_cold_bytes = 0,
+// host_fixed_bytes = router. The engine's planning for MoE models can take it as is.
+LayerCosts moe_layer_costs(const MoeLayerBytes& b, std::vector<double> routing);
+// The whole PlanInput of an MoE model (device_reads_all_hot false: the device computes its
+// routed experts only). Per routing, a dense expert is read whole on either side; a sparse one
+// (in.expert_firing < 1) reads its predictor and its firing share f of gate, up and down_t rows
+// (the host at the sparse-row rate rel(f)); without a predictor the whole gate (at the dense
+// rate) and f of the up and down_t rows.
+Result<PlanInput> moe_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
+                                 const SimOptions& opt);
+
+// llama.cpp's MoE split on one device (-ngl, --n-cpu-moe): the trailing n_gpu_layers layers'
+// attention, norms, router and KV on the device (the output matrix too when `output`), and the
+// experts of layer l there when l >= n_cpu_moe and the layer is on the device; every other
+// tensor is computed by the host, one side after the other.
+struct CpuMoeSplit {
+  int n_gpu_layers = 0;
+  bool output = false;
+  int n_cpu_moe = 0;
+};
+// Seconds per token of that split (device bytes in *device_bytes when not null).
+double cpu_moe_seconds(const SimInput& in, const SimOptions& opt, const CpuMoeSplit& split,
+                       uint64_t* device_bytes);
+// Every layer and the output on the device and the fewest leading layers' experts on the host
+// that fit opt.budget_bytes (opt.n_cpu_moe >= 0: exactly that many); when even the non-expert
+// tensors do not all fit, the most trailing layers whose non-expert tensors fit, and every
+// expert on the host.
+CpuMoeSplit cpu_moe_split_that_fits(const SimInput& in, const SimOptions& opt);
 
 // Every mode; each result's figures as documented above.
 Result<SimResult> simulate(const SimInput& in, const SimOptions& opt);
