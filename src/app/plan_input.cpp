@@ -83,7 +83,7 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   const bool attn = device_blocks_supported(model.hparams());
   hw.dev_fixed_bytes =
       model.hparams().is_moe()
-          ? DeviceSession::moe_scratch_bytes(dev, model, kForwardUbatch, attn, false)
+          ? DeviceSession::moe_scratch_bytes(dev, model, kMoeForwardUbatch, attn, false)
           : DeviceSession::scratch_bytes(dev, model, kForwardUbatch, attn, false, true, false);
   return hw;
 }

@@ -49,7 +49,7 @@ Status Session::set_device(std::shared_ptr<const DeviceModel> dm) {
   if (!device_model_) return Status::Ok();
   if (&device_model_->model() != model_.get())
     return Status::Error("set_device: the device model was built for another model");
-  auto ds = DeviceSession::create(*device_model_, cache_.n_ctx, kForwardUbatch);
+  auto ds = DeviceSession::create(*device_model_, cache_.n_ctx, forward_ubatch(model_->hparams()));
   if (!ds.ok()) {
     device_model_.reset();
     return ds.status();

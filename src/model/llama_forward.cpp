@@ -384,7 +384,7 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
     if (s.observer)
       return Status::Error("activation observers (profile) run on the host only: no -ngl");
     if (&s.device->dm().model() != &model || s.device->n_ctx() < cache.n_ctx ||
-        s.device->max_tokens() < kForwardUbatch)
+        s.device->max_tokens() < forward_ubatch(model.hparams()))
       return Status::Error("device session does not match this model / context (" +
                            std::to_string(s.device->n_ctx()) + " positions, " +
                            std::to_string(cache.n_ctx) + " needed)");
@@ -394,8 +394,9 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
   logits->resize(static_cast<size_t>(all_logits ? n_tok : 1) * n_vocab);
   // Micro-batches bound the activation scratch (it grows with the batch: ~110 MiB at 512
   // tokens for a 7B shape) at no cost in speed: the GEMM's panels already fit per 128 tokens.
-  for (int64_t b = 0; b < n_tok; b += kForwardUbatch) {
-    const int64_t n = std::min<int64_t>(kForwardUbatch, n_tok - b);
+  const int64_t ub = forward_ubatch(model.hparams());
+  for (int64_t b = 0; b < n_tok; b += ub) {
+    const int64_t n = std::min<int64_t>(ub, n_tok - b);
     float* out = all_logits ? logits->data() + b * n_vocab
                             : (b + n == n_tok ? logits->data() : nullptr);
     const Rows rows = Rows::sequence(cache, tokens.subspan(b, n), pos0 + static_cast<int>(b));

@@ -52,6 +52,13 @@ struct ForwardScratch {
 // Largest number of tokens one forward pass computes at once; longer calls run in several
 // micro-batches (like llama.cpp's n_ubatch), so the scratch stays bounded.
 constexpr int64_t kForwardUbatch = 128;
+// Mixture-of-experts models: each expert sees only its share of a micro-batch's tokens (Qwen3's
+// 8 of 128: 1/16), so larger micro-batches read each expert's weights for more tokens at once:
+// prompt processing +30-45% at 512 over 128 (docs/BENCHMARKS.md, "Mixture of experts").
+constexpr int64_t kMoeForwardUbatch = 512;
+inline int64_t forward_ubatch(const LlamaHParams& hp) {
+  return hp.is_moe() ? kMoeForwardUbatch : kForwardUbatch;
+}
 
 // xb [n_tok, n_embd] = the model's norm (RMSNorm or LayerNorm with bias b) of x's rows.
 void norm_rows(const LlamaHParams& hp, const float* x, float* xb, const TensorView& w,

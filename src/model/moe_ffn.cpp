@@ -11,6 +11,11 @@ namespace hc {
 
 namespace {
 
+// Fewest tokens routed to one expert for which its matmuls use the packed GEMM (prompt batches;
+// fewer run the decode kernels). Measured on 7B-shaped Q4_0 experts (2 threads): GEMM 1.39x at
+// 128 tokens per expert, 1.08x at 64, 0.72x at 32.
+constexpr int64_t kExpertGemmMinRows = 48;
+
 void ensure(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
@@ -105,6 +110,9 @@ void moe_expert(const LlamaModel& model, int il, int e, const float* x, MoeScrat
   ensure(sc.ge, static_cast<size_t>(rows * n_ff));
   ensure(sc.ue, static_cast<size_t>(rows * n_ff));
   ensure(sc.ye, static_cast<size_t>(rows * n_embd));
+  // An expert's few tokens: the decode layout's kernels (each weight tile streamed once for up
+  // to 16 tokens) beat packing GEMM panels for them (docs/BENCHMARKS.md, "Mixture of experts").
+  if (rows < kExpertGemmMinRows) mode = ops::MatmulMode::kPerToken;
   sc.in_x.set_mode(mode);
   sc.in_h.set_mode(mode);
   sc.in_x.reset(xe, rows, n_embd);  // gate and up read the same quantised rows

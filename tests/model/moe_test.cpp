@@ -368,6 +368,52 @@ TEST(MoeForward, PromptBatchesAgreeWithDecodeAndMultiSequenceStepsAreExact) {
   }
 }
 
+// Counts the distinct experts each layer call routes to.
+struct DistinctExperts : FfnObserver {
+  uint64_t distinct = 0;
+  void on_ffn_activation(int, const float*, int64_t, int64_t) override {}
+  void on_moe_routing(int, const int32_t* experts, int64_t n_tok, int k) override {
+    std::vector<int32_t> e(experts, experts + n_tok * k);
+    std::sort(e.begin(), e.end());
+    distinct += static_cast<uint64_t>(std::unique(e.begin(), e.end()) - e.begin());
+  }
+};
+
+TEST(MoeForward, EachRoutedExpertIsReadOncePerBatch) {
+  std::vector<uint8_t> bytes;
+  auto m = load_spec(moe_spec("qwen3moe", GgmlType::Q4_0), bytes, true);
+  ASSERT_TRUE(m);
+  const LlamaHParams& hp = m->hparams();
+  const int64_t kv = int64_t{hp.n_head_kv} * hp.head_dim;
+  ThreadPool pool(2);
+  std::vector<float> l;
+  {  // a prompt batch: one expert call (its gate, up and down read once) per expert routed
+    KvCache cache(hp.n_layer, 64, kv);
+    ForwardScratch s;
+    DistinctExperts seen;
+    s.observer = &seen;
+    ASSERT_TRUE(llama_forward(*m, cache, s, pool, kToks, 0, false, &l).ok());
+    EXPECT_EQ(s.moe.stats.routes, kToks.size() * hp.n_expert_used * hp.n_layer);
+    EXPECT_EQ(s.moe.stats.expert_calls, seen.distinct);
+    EXPECT_LT(seen.distinct, s.moe.stats.routes);  // experts shared by several tokens
+  }
+  // Batched decode of several sequences (the server's step): the same.
+  std::vector<KvCache> caches;
+  for (int i = 0; i < 4; ++i) caches.emplace_back(hp.n_layer, 64, kv);
+  ForwardScratch s;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(llama_forward(*m, caches[i], s, pool, std::span(kToks).subspan(i, 3), 0, false, &l)
+                    .ok());
+  std::vector<SeqStep> steps;
+  for (int i = 0; i < 4; ++i) steps.push_back({&caches[i], 3, kToks[i + 5]});
+  DistinctExperts seen;
+  s.observer = &seen;
+  const MoeStats before = s.moe.stats;
+  ASSERT_TRUE(llama_forward_multi(*m, steps, s, pool, &l).ok());
+  EXPECT_EQ(s.moe.stats.expert_calls - before.expert_calls, seen.distinct);
+  EXPECT_EQ(s.moe.stats.routes - before.routes, 4u * hp.n_expert_used * hp.n_layer);
+}
+
 // ---- refusals ----
 
 std::string load_error(TinyModel& tm) {
