@@ -344,7 +344,7 @@ def quantize(src: str | Path, dst: str | Path, ftype: str, n_threads: int = 1,
              pure: bool = False) -> Path:
     """llama.cpp's own quantiser (llama-quantize: llama_model_quantize) from an F32 / F16 GGUF:
     its per-tensor type rules unless `pure` (4-bit types: the output Q6_K; Q4_K_M: attn_v /
-    ffn_down of some layers Q6_K; files with 8 or more experts: attn_k / attn_v Q8_0;
+    ffn_down of some layers Q6_K; files with exactly 8 experts (Mixtral): attn_k / attn_v Q8_0;
     ffn_gate_inp routers and 1-D tensors stay F32). Written to dst via a temporary name, so a partial file never appears
     under dst."""
     _init_backend()
