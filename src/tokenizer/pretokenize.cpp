@@ -102,9 +102,10 @@ void split_gpt2(Piece& p) {
   }
 }
 
-// llama.cpp's unicode_regex_split_custom_llama3, including its use of the current code
-// point's flags (not the next one's) to enter the ` ?[^\s\p{L}\p{N}]+` branch.
-void split_llama3(Piece& p) {
+// llama.cpp's unicode_regex_split_custom_llama3 (max_digits 3: \p{N}{1,3}), including its use
+// of the current code point's flags (not the next one's) to enter the ` ?[^\s\p{L}\p{N}]+`
+// branch; with max_digits 1 (\p{N}) it is unicode_regex_split_custom_qwen2, otherwise the same.
+void split_llama3(Piece& p, size_t max_digits) {
   for (size_t pos = p.ini(); pos < p.end();) {
     const uint32_t cpt = p.cpt(pos);
     const uint16_t flags = p.flags(pos);
@@ -121,10 +122,10 @@ void split_llama3(Piece& p) {
         continue;
       }
     }
-    if (is_number(flags)) {  // \p{N}{1,3}
+    if (is_number(flags)) {  // \p{N}{1,max_digits}
       size_t ini = pos;
       while (is_number(p.flags(pos))) {
-        if (++pos - ini >= 3) {
+        if (++pos - ini >= max_digits) {
           p.add(pos);
           ini = pos;
         }
@@ -223,6 +224,7 @@ size_t match_at(Step step, const Piece& p, size_t pos) {
       return run(p, pos, in_cjk_class);
     case Step::kGpt2:
     case Step::kLlama3:
+    case Step::kQwen2:
       break;
   }
   return 0;
@@ -260,7 +262,10 @@ std::vector<size_t> split_offsets(std::span<const uint32_t> cpts, std::span<cons
           split_gpt2(piece);
           break;
         case Step::kLlama3:
-          split_llama3(piece);
+          split_llama3(piece, 3);
+          break;
+        case Step::kQwen2:
+          split_llama3(piece, 1);
           break;
         default:
           split_regex(step, piece);

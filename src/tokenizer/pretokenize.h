@@ -3,11 +3,11 @@
 //
 // llama.cpp describes each pre-tokenizer as a list of regexes applied in turn, each one
 // splitting every piece left by the previous one into its matches and the gaps between them.
-// Two regexes (GPT-2's and llama3's) run as hand-written matchers there; the others run through
-// std::regex over a "collapsed" text where every non-ASCII code point is replaced by one byte
-// standing for its category. Here every step is a hand-written matcher that reproduces that
-// exact behaviour (tests/tokenizer compare each one with std::regex on the collapsed text), which
-// also avoids std::regex's recursion depth on long inputs.
+// Some regexes (GPT-2's, llama3's, Qwen2's) run as hand-written matchers there; the others
+// run through std::regex over a "collapsed" text where every non-ASCII code point is replaced
+// by one byte standing for its category. Here every step is a hand-written matcher that
+// reproduces that exact behaviour (tests/tokenizer compare each one with std::regex on the
+// collapsed text), which also avoids std::regex's recursion depth on long inputs.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -21,6 +21,7 @@ enum class Step {
   kGpt2,             // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)
   kLlama3,           // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
                      //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+  kQwen2,            // kLlama3 with \p{N} for \p{N}{1,3}: one digit per word
   kNumber,           // \p{N}
   kNumbers,          // \p{N}+
   kThreeDigits,      // [0-9][0-9][0-9]

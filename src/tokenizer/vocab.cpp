@@ -84,6 +84,11 @@ const std::vector<PreTokenizer>& pre_tokenizers() {
        .ignore_merges = true,
        .add_bos = true},
       {.names = {"dbrx", "smaug-bpe"}, .steps = {Step::kLlama3}},
+      // LLAMA_VOCAB_PRE_TYPE_QWEN2 (megrez keeps clean_spaces) and the types sharing its regex.
+      {.names = {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open"},
+       .steps = {Step::kQwen2},
+       .clean_spaces = false},
+      {.names = {"megrez", "stablelm2"}, .steps = {Step::kQwen2}},
   };
   return table;
 }

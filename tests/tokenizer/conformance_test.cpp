@@ -1,5 +1,6 @@
-// llama.cpp's tokenizer conformance suite (../shared/tokenizer-conformance): every string of
-// each .inp file must tokenize (add_special = false, parse_special = false) to exactly the ids
+// llama.cpp's tokenizer conformance suite (../shared/tokenizer-conformance, and qwen2 from the
+// llama-cpp-python sdist, which scripts/setup.sh unpacks into $HOTCOLD_CACHE/vocab): every string
+// of each .inp file must tokenize (add_special = false, parse_special = false) to exactly the ids
 // on the matching line of the .out file.
 #include <cstdio>
 #include <sstream>
@@ -15,7 +16,7 @@ struct Case {
 };
 
 std::vector<Case> read_cases(const std::string& name) {
-  const std::string base = test::shared_path("tokenizer-conformance/ggml-vocab-" + name + ".gguf");
+  const std::string base = test::conformance_path(name);
   const std::string inp = test::read_text_file(base + ".inp");
   const std::string out = test::read_text_file(base + ".out");
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -55,6 +56,9 @@ class Conformance : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(Conformance, MatchesLlamaCpp) {
   const std::string name = GetParam();
+  if (const std::string missing = test::missing_conformance_files(name); !missing.empty()) {
+    GTEST_FAIL() << missing;
+  }
   const Tokenizer& tok = test::conformance_tokenizer(name);
   const std::vector<Case> cases = read_cases(name);
   ASSERT_GT(cases.size(), 40u);
@@ -73,7 +77,7 @@ TEST_P(Conformance, MatchesLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Vocab, Conformance,
                          ::testing::Values("llama-spm", "gpt-2", "starcoder", "deepseek-coder",
-                                           "phi-3", "falcon"),
+                                           "phi-3", "falcon", "qwen2"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;
                            for (char& c : n) {

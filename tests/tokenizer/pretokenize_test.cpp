@@ -213,6 +213,41 @@ TEST(Pretokenize, Llama3GroupsDigitsByThreeAndFoldsContractions) {
   EXPECT_EQ(words, want);
 }
 
+TEST(Pretokenize, Qwen2SplitsEveryDigitAndFoldsContractions) {
+  // LLAMA_VOCAB_PRE_TYPE_QWEN2: llama3's regex with \p{N} in place of \p{N}{1,3}.
+  const Step qwen2[] = {Step::kQwen2};
+  std::string words;  // joined by '|'
+  for (const std::string& w : pretok::split_words("1234567 I'M here\r\n\r\n", qwen2)) {
+    words += w + "|";
+  }
+  EXPECT_EQ(words, "1|2|3|4|5|6|7|\xc4\xa0I|'M|\xc4\xa0here|\xc4\x8d\xc4\x8a\xc4\x8d\xc4\x8a|");
+  // Non-ASCII numbers too (U+00BD, U+0661 U+0662); letters take one leading non-letter.
+  const std::vector<uint32_t> cpts = {'x', '2', '0', 0x00BD, ' ', 0x0661, 0x0662, '$', 'a', 'b'};
+  EXPECT_EQ(pretok::split_offsets(cpts, qwen2), (std::vector<size_t>{1, 1, 1, 1, 1, 1, 1, 3}));
+}
+
+TEST(Pretokenize, Qwen2IsLlama3WithSingleDigits) {
+  // llama.cpp's two custom splitters differ only in the digit branch, so on any text Qwen2's
+  // words are llama3's with each run of 1-3 numbers split into single code points.
+  const Step llama3[] = {Step::kLlama3};
+  const Step qwen2[] = {Step::kQwen2};
+  std::mt19937 rng(11);
+  for (int iter = 0; iter < 2000; ++iter) {
+    const std::vector<uint32_t> cpts = random_cpts(rng, rng() % 40);
+    std::vector<size_t> want;
+    size_t start = 0;
+    for (const size_t len : pretok::split_offsets(cpts, llama3)) {
+      if (u::cpt_flags(cpts[start]) & u::kNumber) {
+        want.insert(want.end(), len, 1);
+      } else {
+        want.push_back(len);
+      }
+      start += len;
+    }
+    ASSERT_EQ(pretok::split_offsets(cpts, qwen2), want) << "iteration " << iter;
+  }
+}
+
 TEST(Unicode, CategoriesMatchLlamaCppTables) {
   EXPECT_EQ(u::cpt_flags('a'), u::kLetter);
   EXPECT_EQ(u::cpt_flags('7'), u::kNumber);

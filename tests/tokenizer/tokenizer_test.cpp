@@ -151,6 +151,80 @@ TEST(RoundTrip, BpeVocabularyWithoutSpaceCleanup) {
   }
 }
 
+// --- Qwen2's vocabulary (llama.cpp's ggml-vocab-qwen2.gguf, unpacked by scripts/setup.sh) ---
+
+// The qwen2 vocabulary with tokenizer.ggml.pre replaced by `pre`.
+Result<Tokenizer> load_qwen2_as(const std::string& pre) {
+  HC_ASSIGN_OR_RETURN(MappedFile file, MappedFile::open(test::conformance_path("qwen2")));
+  HC_ASSIGN_OR_RETURN(GgufFile gguf, parse_gguf(file.bytes()));
+  for (auto& [key, value] : gguf.kv) {
+    if (key == "tokenizer.ggml.pre") value = GgufValue::str(pre);
+  }
+  return Tokenizer::from_gguf(gguf);
+}
+
+TEST(Qwen2Vocab, MetadataAndSpecialIds) {
+  ASSERT_EQ(test::missing_conformance_files("qwen2"), "");  // fails naming the setup step
+  const Tokenizer& tok = test::conformance_tokenizer("qwen2");
+  EXPECT_EQ(tok.model_name(), "gpt2");
+  EXPECT_EQ(tok.pre_name(), "qwen2");
+  EXPECT_EQ(tok.n_vocab(), 151936);
+  EXPECT_EQ(tok.bos_id(), 151643);  // <|endoftext|>, from the metadata (as is EOS)
+  EXPECT_EQ(tok.eos_id(), 151643);
+  EXPECT_EQ(tok.eot_id(), 151645);  // <|im_end|>, found by its text
+  EXPECT_FALSE(tok.add_bos());      // no tokenizer.ggml.add_bos_token; qwen2 leaves it off
+  EXPECT_FALSE(tok.add_eos());
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    // 128247: "</s>", a normal-type token that llama.cpp makes control and end-of-generation.
+    EXPECT_EQ(tok.is_eog(id), id == 128247 || id == 151643 || id == 151645) << id;
+  }
+}
+
+TEST(Qwen2Vocab, ChatMarkupAndUserDefinedTokens) {
+  ASSERT_EQ(test::missing_conformance_files("qwen2"), "");
+  const Tokenizer& tok = test::conformance_tokenizer("qwen2");
+  const std::string chat = "<|im_start|>user\nHi there<|im_end|>\n";
+  EXPECT_EQ(tok.encode(chat, true, true), (Ids{151644, 872, 198, 13048, 1052, 151645, 198}));
+  EXPECT_EQ(tok.encode(chat, true, false),
+            (Ids{27, 91, 318, 4906, 91, 29, 872, 198, 13048, 1052, 27, 91, 318, 6213, 91, 397}));
+  // [PAD151650] is user-defined: split out without parse_special. Digits go one by one.
+  EXPECT_EQ(tok.encode("x[PAD151650]y 2024", false, false),
+            (Ids{87, 151650, 88, 220, 17, 15, 17, 19}));
+  const Ids ids = tok.encode("<|im_start|>user\nHi<|im_end|>", false, true);
+  EXPECT_EQ(ids, (Ids{151644, 872, 198, 13048, 151645}));
+  EXPECT_EQ(tok.decode(ids), "user\nHi");
+  EXPECT_EQ(tok.decode(ids, true), "<|im_start|>user\nHi<|im_end|>");
+}
+
+TEST(Qwen2Vocab, AliasesAndSpaceCleanup) {
+  ASSERT_EQ(test::missing_conformance_files("qwen2"), "");
+  // llama.cpp: qwen2 and its aliases, and hunyuan / solar-open (same regex), set clean_spaces
+  // off; megrez (also LLAMA_VOCAB_PRE_TYPE_QWEN2) and stablelm2 (same regex) keep it on.
+  const std::string text = "Hello , world . It 's ok ' ' here ? 1234567 I'M\r\n\r\n";
+  const Ids want = {9707, 1154, 1879, 659, 1084, 364, 82, 5394, 364, 364,   1588, 937,
+                    220,  16,   17,   18,  19,   20,  21, 22,   358, 27603, 871};
+  for (const char* pre : {"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "hunyuan", "solar-open",
+                          "megrez", "stablelm2"}) {
+    Result<Tokenizer> tok = load_qwen2_as(pre);
+    ASSERT_TRUE(tok.ok()) << pre << ": " << tok.message();
+    EXPECT_FALSE(tok->add_bos()) << pre;
+    const Ids ids = tok->encode(text, true, false);
+    EXPECT_EQ(ids, want) << pre;
+    const bool cleans = std::string(pre) == "megrez" || std::string(pre) == "stablelm2";
+    EXPECT_EQ(tok->decode(ids), cleans ? "Hello, world. It's ok'' here? 1234567 I'M\r\n\r\n" : text)
+        << pre;
+  }
+}
+
+TEST(Qwen2Vocab, RoundTrips) {
+  ASSERT_EQ(test::missing_conformance_files("qwen2"), "");
+  const Tokenizer& tok = test::conformance_tokenizer("qwen2");
+  for (const std::string& text : test::round_trip_texts()) {
+    EXPECT_EQ(tok.decode(tok.encode(text, false, false)), text);
+    EXPECT_EQ(tok.decode(tok.encode(text, true, true), true), text);
+  }
+}
+
 // --- metadata errors, on small synthetic vocabularies ---
 
 GgufFile spm_gguf() {
@@ -299,8 +373,8 @@ TEST(SyntheticBpe, BadMetadataIsAClearError) {
   EXPECT_NE(load_error(g).find("tokenizer.ggml.merges: missing"), std::string::npos)
       << load_error(g);
   g.kv.emplace_back("tokenizer.ggml.merges", GgufValue::str_array({"a b"}));
-  set_kv(&g, "tokenizer.ggml.pre", GgufValue::str("qwen2"));
-  EXPECT_NE(load_error(g).find("unsupported pre-tokenizer 'qwen2'"), std::string::npos)
+  set_kv(&g, "tokenizer.ggml.pre", GgufValue::str("qwen35"));
+  EXPECT_NE(load_error(g).find("unsupported pre-tokenizer 'qwen35'"), std::string::npos)
       << load_error(g);
   set_kv(&g, "tokenizer.ggml.pre", GgufValue::str("gpt-2"));
   Result<Tokenizer> tok = Tokenizer::from_gguf(g);

@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,8 +23,36 @@ inline std::string shared_path(const std::string& rel) {
   return std::string(HC_SOURCE_DIR) + "/../shared/" + rel;
 }
 
+// $HOTCOLD_CACHE/<rel> (default ~/.cache/hotcold): files scripts/setup.sh makes.
+inline std::string cache_path(const std::string& rel) {
+  const char* cache = std::getenv("HOTCOLD_CACHE");
+  const char* home = std::getenv("HOME");
+  return (cache ? std::string(cache) : std::string(home ? home : "/root") + "/.cache/hotcold") +
+         "/" + rel;
+}
+
+// Conformance vocabularies ../shared lacks: scripts/setup.sh extracts them from the
+// llama-cpp-python sdist into $HOTCOLD_CACHE/vocab.
+inline bool is_cached_vocab(const std::string& name) { return name == "qwen2"; }
+
 inline std::string conformance_path(const std::string& name) {
+  if (is_cached_vocab(name)) return cache_path("vocab/ggml-vocab-" + name + ".gguf");
   return shared_path("tokenizer-conformance/ggml-vocab-" + name + ".gguf");
+}
+
+// "" when the .gguf, .inp and .out of `name` exist, else what is missing and which step makes
+// it. Tests needing them fail with this message (conformance_tokenizer would abort instead).
+inline std::string missing_conformance_files(const std::string& name) {
+  const std::string base = conformance_path(name);
+  for (const char* ext : {"", ".inp", ".out"}) {
+    if (std::filesystem::exists(base + ext)) continue;
+    return base + ext + " is missing: " +
+           (is_cached_vocab(name)
+                ? "run scripts/setup.sh (its step 'tokenizer conformance files' extracts it "
+                  "from the llama-cpp-python sdist)"
+                : "../shared/tokenizer-conformance must hold llama.cpp's conformance files");
+  }
+  return "";
 }
 
 inline Result<Tokenizer> load_tokenizer(const std::string& path) {
