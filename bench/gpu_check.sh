@@ -14,6 +14,7 @@
 #     --layers N       layers of the 7B-shaped model (default 8; real shape otherwise)
 #     --type T         its weight type (default q4_0)
 #     --tokens N       generated tokens per bench repetition (default 64), --reps N (default 3)
+#     --moe-layers N   layers of the Qwen3-30B-A3B-shaped MoE model (default 8; 0 = no MoE step)
 #     --quick          a tiny model and short runs: checks the script itself (no GPU needed)
 #     --no-tests       skip the ctest step; --no-llama: skip the llama.cpp baseline
 #     --build DIR      hotcold's build directory (default build-gpu; an existing one is reused
@@ -30,7 +31,12 @@
 #      hotcold's dense layer offload under the same budget, and llama.cpp's partial offload
 #      (llama-bench -ngl = the layers hotcold's dense offload fitted), plus host-only baselines;
 #      decode tokens/s, the planner's prediction against the measurement, device bytes charged;
-#   5. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
+#   5. mixture of experts: a Qwen3-30B-A3B-shaped file (--moe-layers of its 48 layers, Q4_0) and
+#      its routing profile; per device: every layer with its experts on the device (-ngl 99),
+#      llama.cpp's split (-ngl 99 --cpu-moe: attention there, experts on the host), and hot
+#      experts planned from the profile at 25/50% of the file; llama-bench -ngl 99 and
+#      -ngl 99 -ncmoe <all layers> on the same file;
+#   6. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
 # Random ReLU weights fire about half their neurons uniformly: no power law, so the hot/cold
 # advantage measured here is a lower bound of what a real ReLU model (ReluLLaMA) gets; the
 # planner's accuracy and the device path's correctness and overheads are what this checks.
@@ -41,7 +47,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 LLAMA_VERSION=0.3.36
 
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---- prepare ---------------------------------------------------------------------------------
 prepare() {
@@ -82,6 +88,7 @@ CARRY=.gpucheck
 DEVICES=""
 OUTDIR="${OUT:-gpu-check-out}"
 LAYERS=8
+MOE_LAYERS=8
 TYPE=q4_0
 TOKENS=64
 REPS=3
@@ -231,7 +238,57 @@ run_check() {
     done
   done
 
-  # 5. report
+  # 5. mixture of experts
+  local moe_rows=() MM="" mshape=()
+  if ((MOE_LAYERS > 0)); then
+    step "Qwen3-30B-A3B-shaped MoE model ($MOE_LAYERS layers, Q4_0) and its routing profile"
+    MM=$BUILD/models/synth-qwen3moe.q4_0.gguf
+    local MSTATS=$BUILD/models/synth-qwen3moe.stats.gguf
+    mshape=(--shape qwen3-30b-a3b --arch qwen3moe --layers "$MOE_LAYERS")
+    ((QUICK)) && mshape=(--shape tiny --arch qwen3moe --experts 16 --experts-used 4 --n-ff-exp 256 --layers 2)
+    "$SYNTH" "${mshape[@]}" --type q4_0 -t "$JOBS" -o "$MM" >> "$OUTDIR/gpu_check.log" 2>&1
+    "$HC" profile -m "$MM" -f "$BUILD/models/corpus.txt" -o "$MSTATS" -c 256 --chunks 8 -t "$JOBS" \
+      >> "$OUTDIR/gpu_check.log" 2>&1
+    local mbytes
+    mbytes="$(stat -c %s "$MM")"
+    step_done
+    local mhost
+    mhost="$("$HC" bench -m "$MM" "${bench[@]}" 2>>"$OUTDIR/gpu_check.log")"
+    moe_rows+=("| host | host only | $(json_num "$mhost" tg.tps_mean) | - | - |")
+    for dev in ${DEVICES//,/ }; do
+      local flag=$dev
+      [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+      local cases=("-ngl 99|every layer and expert on the device"
+                   "-ngl 99 --cpu-moe|llama.cpp's split: experts on the host")
+      local pct
+      for pct in 25 50; do
+        local mgib
+        mgib="$(python3 -c "print(($mbytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+        cases+=("--vram-budget $mgib --stats $MSTATS|hot experts planned at ${pct}% of the file")
+      done
+      local c
+      for c in "${cases[@]}"; do
+        step "MoE on $dev: ${c#*|}"
+        local out args
+        read -r -a args <<<"${c%%|*}"
+        out="$("$HC" bench -m "$MM" "${bench[@]}" "${args[@]}" --device "$flag" 2>>"$OUTDIR/gpu_check.log")" || out="{}"
+        moe_rows+=("| $dev | ${c#*|} | $(json_num "$out" tg.tps_mean) | $(json_num "$out" device.experts) | $(json_num "$out" device.device_route_share) |")
+        log "${moe_rows[-1]}"
+        step_done
+      done
+    done
+    if [[ -n "$LLAMA_BENCH" ]]; then
+      local n
+      for n in 0 "$MOE_LAYERS"; do
+        local v
+        v="$("$LLAMA_BENCH" -m "$MM" -ngl 99 -ncmoe "$n" -p 0 -n "$TOKENS" -r "$REPS" -t "$JOBS" -o json 2>>"$OUTDIR/gpu_check.log" |
+             python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])' || true)"
+        moe_rows+=("| llama.cpp | -ngl 99 -ncmoe $n | ${v:-n/a} | - | - |")
+      done
+    fi
+  fi
+
+  # 6. report
   {
     echo "# GPU check ($(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'))"
     echo
@@ -243,6 +300,14 @@ run_check() {
     echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
     echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    if ((${#moe_rows[@]})); then
+      echo
+      echo "Mixture of experts: $MM (${mshape[*]}, Q4_0, routing profiled on the docs), decode $TOKENS tokens x $REPS."
+      echo
+      echo "| device | placement | tok/s | experts on device | routed experts on device |"
+      echo "|---|---|---|---|---|"
+      printf '%s\n' "${moe_rows[@]}"
+    fi
     echo
     echo "Total: $((SECONDS - t_all)) s."
   } > "$OUTDIR/gpu_check.md"
@@ -261,6 +326,7 @@ case "$cmd" in
         --devices) DEVICES="$2"; shift ;;
         --out) OUTDIR="$2"; shift ;;
         --layers) LAYERS="$2"; shift ;;
+        --moe-layers) MOE_LAYERS="$2"; shift ;;
         --type) TYPE="$2"; shift ;;
         --tokens) TOKENS="$2"; shift ;;
         --reps) REPS="$2"; shift ;;
