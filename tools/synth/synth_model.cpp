@@ -1185,7 +1185,7 @@ int run(const std::vector<std::string>& args) {
             "expert width)");
   p.add_float("--expert-skew", &f.expert_skew,
               "router row e scaled by (1 + e)^-S: low-index experts are chosen more often "
-              "(0..4; 0 = uniform popularity; default 0.5)");
+              "(0..4; 0 = uniform popularity) (default: 0.5)");
   p.add_string("--act", &f.act,
                "FFN activation: silu or relu (falcon: gelu or relu; opt: relu), written as "
                "hotcold's key (hotcold only) where it is not the file's own; empty = the file's "
