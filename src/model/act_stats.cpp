@@ -193,8 +193,11 @@ std::vector<float> ActStats::thresholds_for_sparsity(double sparsity) const {
   return out;
 }
 
-double ActStats::neurons_covering(int il, double mass) const {
-  std::vector<uint64_t> c = fire_n_[static_cast<size_t>(il)];
+namespace {
+
+// Share of the units (most counted first) whose counts cover `mass` of the total: the smallest
+// k / n with the k largest counts summing to at least mass * total (0 when nothing counted).
+double units_covering(std::vector<uint64_t> c, double mass) {
   std::sort(c.begin(), c.end(), std::greater<>());
   const double total = static_cast<double>(std::accumulate(c.begin(), c.end(), uint64_t{0}));
   if (total <= 0 || mass <= 0) return 0.0;
@@ -202,24 +205,19 @@ double ActStats::neurons_covering(int il, double mass) const {
   double cum = 0;
   for (size_t k = 0; k < c.size(); ++k) {
     cum += static_cast<double>(c[k]);
-    if (cum >= need) return static_cast<double>(k + 1) / static_cast<double>(n_ff_);
+    if (cum >= need) return static_cast<double>(k + 1) / static_cast<double>(c.size());
   }
   return 1.0;
 }
 
+}  // namespace
+
+double ActStats::neurons_covering(int il, double mass) const {
+  return units_covering(fire_n_[static_cast<size_t>(il)], mass);
+}
+
 double ActStats::experts_covering(int il, double mass) const {
-  if (n_expert_ == 0) return 0.0;
-  std::vector<uint64_t> c = expert_n_[static_cast<size_t>(il)];
-  std::sort(c.begin(), c.end(), std::greater<>());
-  const double total = static_cast<double>(std::accumulate(c.begin(), c.end(), uint64_t{0}));
-  if (total <= 0 || mass <= 0) return 0.0;
-  const double need = std::min(mass, 1.0) * total;
-  double cum = 0;
-  for (size_t k = 0; k < c.size(); ++k) {
-    cum += static_cast<double>(c[k]);
-    if (cum >= need) return static_cast<double>(k + 1) / static_cast<double>(n_expert_);
-  }
-  return 1.0;
+  return n_expert_ == 0 ? 0.0 : units_covering(expert_n_[static_cast<size_t>(il)], mass);
 }
 
 double ActStats::firing_share(int il) const {
