@@ -233,7 +233,7 @@ int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const D
     dev.matmul(E.down, ds.gate, rows, ds.proj);
     dev.set_rows_scaled(ds.routes_out, ds.proj, ds.route_row + at, ds.route_w + at, rows, n_embd);
     sc.stats.bytes_device += rows_bytes(E.gate, E.gate.ne1) + rows_bytes(E.up, E.up.ne1) +
-                       rows_bytes(E.down, E.down.ne1);
+                             rows_bytes(E.down, E.down.ne1);
     ++sc.stats.expert_calls_device;
     at += rows;
   }

@@ -261,14 +261,7 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   }
   if (hp.ffn_gated) {
     ops::matmul(L.ffn_up, s.in, s.up, pool);
-    // One row per token: ggml's swiglu vectorises each row separately (tail per row).
-    for (int64_t t = 0; t < n_tok; ++t) {
-      float* g = s.gate + t * hp.n_ff;
-      const float* u = s.up + t * hp.n_ff;
-      if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, hp.n_ff);
-      else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, hp.n_ff);
-      else ops::swiglu(g, u, hp.n_ff);
-    }
+    gated_activation(hp.ffn_act, s.gate, s.up, n_tok, hp.n_ff);
   } else {
     ffn_activation(hp.ffn_act, s.gate, s.gate, n_tok * hp.n_ff);  // h = act(up . x)
   }

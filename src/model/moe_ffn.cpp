@@ -20,18 +20,6 @@ void ensure(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
-// The gated activation of one expert's rows, as the dense FFN's: gate [rows, n_ff] becomes h.
-void expert_activation(FfnActivation act, float* gate, const float* up, int64_t rows,
-                       int64_t n_ff) {
-  for (int64_t t = 0; t < rows; ++t) {  // one row per token, as ggml's swiglu vectorises it
-    float* g = gate + t * n_ff;
-    const float* u = up + t * n_ff;
-    if (act == FfnActivation::kRelu) ops::reglu(g, u, n_ff);
-    else if (act == FfnActivation::kDRelu) ops::dreglu(g, u, n_ff);
-    else ops::swiglu(g, u, n_ff);
-  }
-}
-
 }  // namespace
 
 void moe_route(const LlamaHParams& hp, float* logits, int64_t n_tok, MoeRouting* r) {
@@ -124,7 +112,7 @@ void moe_expert(const LlamaModel& model, int il, int e, const float* x, MoeScrat
     ffn_activation(hp.ffn_act, sc.ge.data(), act.data(), rows * n_ff);
     observer->on_expert_activation(il, e, act.data(), rows, n_ff);
   }
-  expert_activation(hp.ffn_act, sc.ge.data(), sc.ue.data(), rows, n_ff);
+  gated_activation(hp.ffn_act, sc.ge.data(), sc.ue.data(), rows, n_ff);
   ops::matmul(E.down, sc.ge.data(), rows, sc.ye.data(), pool, sc.in_h);
   for (int64_t j = 0; j < rows; ++j) {  // ggml_mul(experts, weights): one rounding
     const float w = r.weight[route[j]];
@@ -133,7 +121,7 @@ void moe_expert(const LlamaModel& model, int il, int e, const float* x, MoeScrat
     for (int64_t i = 0; i < n_embd; ++i) o[i] = y[i] * w;
   }
   sc.stats.bytes += rows_bytes(E.gate, E.gate.ne1) + rows_bytes(E.up, E.up.ne1) +
-              rows_bytes(E.down, E.down.ne1);
+                    rows_bytes(E.down, E.down.ne1);
   ++sc.stats.expert_calls;
 }
 

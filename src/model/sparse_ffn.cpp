@@ -110,9 +110,7 @@ void add_gate_bias(const LlamaLayerWeights& L, float* y, const int32_t* idx, int
 // g = h = act(g) * u in place (ungated FFN: act(g); u unused).
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (!hp.ffn_gated) ffn_activation(hp.ffn_act, g, g, n);
-  else if (hp.ffn_act == FfnActivation::kRelu) ops::reglu(g, u, n);
-  else if (hp.ffn_act == FfnActivation::kDRelu) ops::dreglu(g, u, n);
-  else ops::swiglu(g, u, n);
+  else gated_activation(hp.ffn_act, g, u, 1, n);
 }
 
 // h [n_tok, n] (every neuron of a layer, in order) as the down projection's dot product reads
@@ -295,6 +293,17 @@ void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, Sp
                 hp.n_ff, in.n_tok());
   sc.stats.bytes += all_bytes(gate);
   ffn_activation(hp.ffn_act, sc.audit_gate.data(), sc.audit_act.data(), n);
+}
+
+void gated_activation(FfnActivation kind, float* gate, const float* up, int64_t n_tok,
+                      int64_t n) {
+  for (int64_t t = 0; t < n_tok; ++t) {
+    float* g = gate + t * n;
+    const float* u = up + t * n;
+    if (kind == FfnActivation::kRelu) ops::reglu(g, u, n);
+    else if (kind == FfnActivation::kDRelu) ops::dreglu(g, u, n);
+    else ops::swiglu(g, u, n);
+  }
 }
 
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n) {

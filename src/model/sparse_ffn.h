@@ -157,6 +157,12 @@ void ffn_down_dense(const LlamaLayerWeights& L, float* h, int64_t n_tok, float* 
 // ggml's table, ops::gelu: for an ungated FFN this is h). act may equal gate.
 void ffn_activation(FfnActivation kind, const float* gate, float* act, int64_t n);
 
+// gate [n_tok, n] = the gated activation act(gate) * up (SwiGLU, ReGLU) or relu(gate) *
+// relu(up) (dReLU), one row per token as ggml's swiglu vectorises each row (tail per row): the
+// dense FFN's and each expert's h.
+void gated_activation(FfnActivation kind, float* gate, const float* up, int64_t n_tok,
+                      int64_t n);
+
 // The device's GluKind for a model's FFN (an ungated one is ReLU: DeviceModel refuses GELU).
 inline ops::GluKind glu_kind(const LlamaHParams& hp) {
   if (!hp.ffn_gated) return ops::GluKind::kReluUngated;
