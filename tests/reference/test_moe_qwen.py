@@ -14,7 +14,7 @@ cached under $HOTCOLD_CACHE/ref); quantised files come from llama.cpp's own quan
 Checks:
   reference  llama.cpp itself (no hotcold; these pass whatever hotcold supports): F32 weights,
              F32 KV cache, last-token logits of three prompts against a float64 NumPy model
-             written from llama.cpp's graphs (NpModel below: NEOX RoPE for the Qwen
+             written from llama.cpp's graphs (tools/ref/np_llama.py: NEOX RoPE for the Qwen
              architectures, QKV biases, per-head Q/K RMS norms before RoPE, and build_moe_ffn:
              router matmul, softmax over all experts, top-k by descending probability, the k
              probabilities divided by their sum (clamped below at 6.1e-5), SwiGLU experts,
@@ -74,15 +74,17 @@ float64; greedy ids identical on every decided step; cached runs take ~9 s on 2 
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import (REF_THREADS, THREADS, cached_reference, hotcold, hotcold_both,
-                      hotcold_greedy_ids, hotcold_tokenize, llamacpp_ref, require_file)
+from conftest import (REF_THREADS, THREADS, check_greedy_decided, check_last_token_logits,
+                      check_perplexity_all_chunks, hotcold_last_logits, hotcold_tokenize,
+                      llamacpp_greedy_gaps, llamacpp_ref, llamacpp_vs_float64, rel_diff,
+                      synth_models)
+from np_llama import NpLlama
 
 COMMON = ["--shape", "tiny", "--layers", "2", "--norm-jitter", "0.25", "--seed", "1"]
 VARIANTS = {
@@ -105,7 +107,7 @@ REL_TOL = {"f32": 5e-4, "f16": 2e-3}
 PPL_REL_TOL = 1e-3
 NEAR_TIE = {"f32": 0.01, "f16": 0.02}
 N_GREEDY = 16
-TEXT_BYTES = 4096
+TEXT_BYTES = 4096  # of WikiText-2 test (conftest's wiki_head fixture)
 PPL_CTX = 256
 
 PROMPTS = {
@@ -129,206 +131,27 @@ GREEDY_PROMPTS = [
 ]
 
 
-# ---- fixtures ----------------------------------------------------------------------------------
-
 @pytest.fixture(scope="module")
 def model(synth_bin, tmp_path_factory):
     """model(variant, wtype, *extra) -> the fixture file, generated once per module;
     wtype "q8_0" / "q4_0" / "q4_k_m": quantised by llama.cpp from the F32 file."""
-    work = tmp_path_factory.mktemp("moe_qwen")
-    made: dict[tuple, Path] = {}
-
-    def get(variant: str, wtype: str, *extra: str) -> Path:
-        key = (variant, wtype, *extra)
-        if key in made:
-            return made[key]
-        path = work / f"{'-'.join(key)}.gguf"
-        if wtype in ("f32", "f16"):
-            args = [*COMMON, *VARIANTS[variant], "--type", wtype, *extra]
-            p = subprocess.run([str(synth_bin), *args, "-t", str(THREADS), "-o", str(path)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL)
-            assert p.returncode == 0, \
-                f"hc-synth-model {' '.join(args)} failed:\n{p.stderr.decode()[-3000:]}"
-        else:
-            llamacpp_ref.quantize(get(variant, "f32", *extra), path, wtype,
-                                  n_threads=REF_THREADS)
-        made[key] = path
-        return path
-    return get
+    return synth_models(synth_bin, tmp_path_factory.mktemp("moe_qwen"), COMMON, VARIANTS,
+                        llamacpp_quantised=True)
 
 
-@pytest.fixture(scope="module")
-def refs():
-    """ref(path, kv_type="f16") -> llama.cpp on the file, loaded once per module."""
-    opened: dict[tuple, llamacpp_ref.LlamaRef] = {}
+# ---- float64 llama / qwen2 / qwen3 / qwen3moe: tools/ref/np_llama.py ----------------------------
 
-    def get(path: Path, kv_type: str = "f16") -> llamacpp_ref.LlamaRef:
-        key = (str(path), kv_type)
-        if key not in opened:
-            try:
-                opened[key] = llamacpp_ref.LlamaRef(path, n_threads=REF_THREADS, kv_type=kv_type)
-            except RuntimeError as e:
-                pytest.fail(f"llama.cpp cannot load {path}: {e}")
-        return opened[key]
-    yield get
-    for r in opened.values():
-        r.close()
+_NP_MODELS: dict[str, NpLlama] = {}
 
 
-@pytest.fixture(scope="module")
-def wiki_head(shared_dir, tmp_path_factory) -> Path:
-    wiki = require_file(shared_dir / "data" / "wikitext-2" / "wiki.test.raw",
-                        "../shared/data/wikitext-2 is needed")
-    path = tmp_path_factory.mktemp("wiki") / "wiki.test.head.raw"
-    path.write_bytes(wiki.read_bytes()[:TEXT_BYTES])
-    return path
-
-
-# ---- float64 llama / qwen2 / qwen3 / qwen3moe ---------------------------------------------------
-
-def _f16(a: np.ndarray) -> np.ndarray:
-    return a.astype(np.float32).astype(np.float16).astype(np.float64)
-
-
-class NpModel:
-    """Float64 forward pass of a small llama-family GGUF (F32 / F16 tensors), llama.cpp's graphs
-    (src/models/llama.cpp, qwen2.cpp, qwen3.cpp, qwen3moe.cpp; llm_graph_context::build_moe_ffn):
-      x = token_embd[t]; per layer
-        h = rms(x) * attn_norm
-        q, k, v = h Wq^T (+ bq), h Wk^T (+ bk), h Wv^T (+ bv)            (biases: qwen2)
-        q, k = rms_head(q) * attn_q_norm, rms_head(k) * attn_k_norm      (qwen3, qwen3moe)
-        q, k = rope(q), rope(k): llama "normal" (pairs 2i, 2i + 1), qwen NEOX (i, i + d/2)
-        x += softmax(q k^T / sqrt(head_dim) + causal) v Wo^T
-        h = rms(x) * ffn_norm
-        dense: x += (silu(h Wg^T) * (h Wu^T)) Wd^T
-        MoE:   p = softmax(h Wr^T) over all experts; S = the k largest p, in descending order;
-               w = p[S] / max(sum p[S], 6.103515625e-5); x += sum_{i in S} w_i expert_i(h)
-      logits = (rms(x) * output_norm) output^T.
-    After logits(), `token_gaps[t]` is the smallest gap between the k-th and (k+1)-th router
-    logit of token t over the layers (inf for dense files), `route_gap` their minimum and
-    `routes` the chosen experts [n_layer][n_tok, k]."""
-
-    def __init__(self, path: Path):
-        import gguf
-        r = gguf.GGUFReader(str(path))
-        f = r.fields["general.architecture"]
-        self.arch = bytes(f.parts[f.data[0]]).decode()
-
-        def kv(key, default=None):
-            f = r.fields.get(f"{self.arch}.{key}")
-            return default if f is None else f.parts[f.data[0]].item()
-        self.n_embd, self.n_layer = kv("embedding_length"), kv("block_count")
-        self.n_head, self.n_head_kv = kv("attention.head_count"), kv("attention.head_count_kv")
-        self.eps, self.rope_base = kv("attention.layer_norm_rms_epsilon"), kv("rope.freq_base")
-        self.head_dim = kv("attention.key_length", self.n_embd // self.n_head)
-        self.n_expert, self.n_expert_used = kv("expert_count", 0), kv("expert_used_count", 0)
-        self.neox = self.arch.startswith("qwen")
-        self.w = {t.name: np.asarray(t.data).reshape([int(n) for n in reversed(t.shape)])
-                  .astype(np.float64) for t in r.tensors}
-        if "output.weight" not in self.w:
-            self.w["output.weight"] = self.w["token_embd.weight"]
-        self.route_gap, self.token_gaps, self.routes = np.inf, None, []
-
-    def _rms(self, x, w):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
-
-    def _rope(self, x, pos, neox):  # x: [n_tok, n_heads, head_dim]
-        d = self.head_dim
-        theta = pos[:, None] * self.rope_base ** (-2.0 * np.arange(d // 2) / d)  # [n, d/2]
-        c, s = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
-        if neox:  # element i rotates with element i + d/2
-            x0, x1 = x[..., :d // 2], x[..., d // 2:]
-            return np.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
-        x0, x1 = x[..., 0::2], x[..., 1::2]  # "normal": adjacent pairs
-        return np.stack([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1).reshape(x.shape)
-
-    @staticmethod
-    def _glu(g, u, act):
-        return (np.maximum(g, 0.0) if act == "relu" else g / (1 + np.exp(-g))) * u
-
-    def _moe(self, h, p, il, act, norm_w):
-        w, k = self.w, self.n_expert_used
-        logits = h @ w[p + "ffn_gate_inp.weight"].T                          # [n, n_expert]
-        probs = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probs /= probs.sum(axis=1, keepdims=True)
-        order = np.argsort(-probs, axis=1, kind="stable")
-        sel = order[:, :k]                                                   # [n, k]
-        ranked = np.take_along_axis(logits, order, axis=1)
-        self.token_gaps = np.minimum(self.token_gaps, ranked[:, k - 1] - ranked[:, k])
-        self.routes.append(sel)
-        wts = np.take_along_axis(probs, sel, axis=1)                         # [n, k]
-        if norm_w:
-            wts = wts / np.maximum(wts.sum(axis=1, keepdims=True), 6.103515625e-5)
-        out = np.zeros_like(h)
-        gate, up, down = (w[p + f"ffn_{t}_exps.weight"] for t in ("gate", "up", "down"))
-        for t in range(h.shape[0]):
-            for i in range(k):  # in top-k order, as ggml adds the expert views
-                e = sel[t, i]
-                a = self._glu(gate[e] @ h[t], up[e] @ h[t], act)            # [n_ff_exp]
-                out[t] += wts[t, i] * (down[e] @ a)
-        return out
-
-    def logits(self, tokens: list[int], act: str = "silu", kv16: bool = False,
-               qk_norm: bool = True, bias: bool = True, norm_w: bool = True,
-               neox: bool | None = None) -> np.ndarray:
-        """[n_tok, n_vocab]. kv16: ggml's roundings with an F16 KV cache (K, V, and Q and the
-        softmax as the F16 products' other operand, to fp16). qk_norm / bias / norm_w = False
-        drop the Q/K norms, the QKV biases, the top-k normalisation; neox overrides the RoPE."""
-        w, n, hd = self.w, len(tokens), self.head_dim
-        neox = self.neox if neox is None else neox
-        self.token_gaps, self.routes = np.full(n, np.inf), []
-        pos = np.arange(n, dtype=np.float64)
-        x = w["token_embd.weight"][tokens]                                   # [n, n_embd]
-        mask = np.triu(np.full((n, n), -np.inf), 1)
-        group = self.n_head // self.n_head_kv
-        for il in range(self.n_layer):
-            p = f"blk.{il}."
-            h = self._rms(x, w[p + "attn_norm.weight"])
-            qkv = []
-            for t, heads in (("q", self.n_head), ("k", self.n_head_kv), ("v", self.n_head_kv)):
-                y = h @ w[p + f"attn_{t}.weight"].T
-                if bias and p + f"attn_{t}.bias" in w:
-                    y = y + w[p + f"attn_{t}.bias"]
-                y = y.reshape(n, heads, hd)
-                if t != "v" and qk_norm and p + f"attn_{t}_norm.weight" in w:
-                    y = self._rms(y, w[p + f"attn_{t}_norm.weight"])
-                qkv.append(self._rope(y, pos, neox) if t != "v" else y)
-            q, k, v = qkv
-            if kv16:
-                q, k, v = _f16(q), _f16(k), _f16(v)
-            out = np.empty_like(q)
-            for head in range(self.n_head):
-                s = q[:, head] @ k[:, head // group].T / np.sqrt(hd) + mask   # [n, n]
-                s = np.exp(s - s.max(axis=1, keepdims=True))
-                s = s / s.sum(axis=1, keepdims=True)
-                out[:, head] = (_f16(s) if kv16 else s) @ v[:, head // group]
-            x = x + out.reshape(n, -1) @ w[p + "attn_output.weight"].T
-            h = self._rms(x, w[p + "ffn_norm.weight"])
-            if p + "ffn_gate_inp.weight" in w:
-                x = x + self._moe(h, p, il, act, norm_w)
-            else:
-                a = self._glu(h @ w[p + "ffn_gate.weight"].T, h @ w[p + "ffn_up.weight"].T, act)
-                x = x + a @ w[p + "ffn_down.weight"].T
-        self.route_gap = float(self.token_gaps.min())
-        return self._rms(x, w["output_norm.weight"]) @ w["output.weight"].T
-
-
-_NP_MODELS: dict[str, NpModel] = {}
-
-
-def np_model(path: Path) -> NpModel:
-    """NpModel(path), loaded once per file."""
+def np_model(path: Path) -> NpLlama:
+    """NpLlama(path), loaded once per file."""
     if str(path) not in _NP_MODELS:
-        _NP_MODELS[str(path)] = NpModel(path)
+        _NP_MODELS[str(path)] = NpLlama(path)
     return _NP_MODELS[str(path)]
 
 
-def _rel_diff(got: np.ndarray, want: np.ndarray) -> float:
-    return float(np.abs(got - want).max() / np.abs(want).max())
-
-
-# What each variant must show to be live: (label, NpModel.logits keyword arguments).
+# What each variant must show to be live: (label, NpLlama.logits keyword arguments).
 LIVE = {
     "qwen2": [("no QKV biases", {"bias": False}), ("normal RoPE", {"neox": False})],
     "qwen3": [("no Q/K norms", {"qk_norm": False}), ("normal RoPE", {"neox": False})],
@@ -346,16 +169,11 @@ def test_reference_matches_float64(model, refs, variant):
     path = model(variant, "f32")
     ref = refs(path, "f32")
     exact = np_model(path)
-    for name, prompt in PROMPTS.items():
-        ids = ref.prompt_ids(prompt)
-        got = ref.last_logits(ids=ids).astype(np.float64)
-        want = exact.logits(ids)[-1]
+    for name, ids, got, want in llamacpp_vs_float64(ref, exact, PROMPTS, variant):
         gap = exact.route_gap
-        assert np.isfinite(want).all() and 0.3 < want.std() < 3.0, \
-            f"{variant}: degenerate logits (std {want.std():.3g})"
-        rel = _rel_diff(got, want)
+        rel = rel_diff(got, want)
         # One token (BOS alone) sees no RoPE and attends to itself only: nothing to show there.
-        moved = {label: _rel_diff(exact.logits(ids, **kw)[-1], want)
+        moved = {label: rel_diff(exact.logits(ids, **kw)[-1], want)
                  for label, kw in LIVE[variant]} if len(ids) > 1 else {}
         print(f"\n{variant} {name}: llama.cpp vs float64 {rel:.2e} of max|logit| "
               f"({np.abs(want).max():.2f}); router gap {gap:.3g}; features move "
@@ -387,7 +205,7 @@ def test_reference_routing_is_skewed(model, wiki_head):
         ref_tok.close()
     top = {}
     for label, path in (("skew 0.5", skewed), ("skew 0", flat)):
-        m = NpModel(path)
+        m = NpLlama(path)
         counts = np.zeros((m.n_layer, m.n_expert))
         for c in range(0, len(tokens), PPL_CTX):
             m.logits(tokens[c:c + PPL_CTX])
@@ -411,31 +229,17 @@ def test_last_token_logits(hotcold_bin, model, refs, tmp_path, variant, wtype):
     path = model(variant, wtype)
     ref = refs(path)
     exact = np_model(path)
-    failures = []
-    for name, prompt in PROMPTS.items():
-        want = ref.last_logits(prompt).astype(np.float64)
-        assert want.size == N_VOCAB and np.isfinite(want).all() and 0.3 < want.std() < 3.0, \
-            f"degenerate reference logits: std {want.std():.3g}"
-        # The premise: no expert choice is a rounding coin-flip (else hotcold may rightly differ).
+
+    def premise(name, prompt):
+        # No expert choice is a rounding coin-flip (else hotcold may rightly differ).
         exact.logits(ref.prompt_ids(prompt))
         assert exact.route_gap >= MIN_ROUTE_GAP[wtype], (
             f"{name!r}: a routing near-tie (router logit gap {exact.route_gap:.3g}): pick other "
             "PROMPTS")
-        out = tmp_path / f"{name}.f32"
-        hotcold(hotcold_bin, "run", "-m", path, "-p", prompt, "-n", 0, "-t", THREADS,
-                "--logits-out", out)
-        got = np.fromfile(out, dtype="<f4").astype(np.float64)
-        assert got.size == N_VOCAB, f"{got.size} logits written, expected {N_VOCAB}"
-        rel = _rel_diff(got, want)
-        worst = int(np.argmax(np.abs(got - want)))
-        print(f"\n{variant}-{wtype} {name}: {rel:.2e} of max|logit|")
-        if rel > REL_TOL[wtype]:
-            failures.append(f"{name!r}: max |diff| {rel:.3g} of max|logit| > {REL_TOL[wtype]} at "
-                            f"token {worst}: hotcold {got[worst]!r}, llama.cpp {want[worst]!r}")
-    assert not failures, f"{variant}-{wtype}:\n" + "\n".join(failures)
+    check_last_token_logits(hotcold_bin, ref, path, PROMPTS, N_VOCAB, REL_TOL[wtype],
+                            f"{variant}-{wtype}", tmp_path, premise)
 
 
-_FINAL = re.compile(rb"Final estimate: PPL = ([0-9.eE+-]+) \+/- ([0-9.eE+-]+)")
 PPL_CASES = [("llamamoe", "q8_0"), ("llamamoe", "q4_0"), ("llamamoe", "q4_k_m"),
              ("qwen3moe", "q8_0"), ("qwen3moe", "q4_0"), ("qwen3moe", "q4_k_m"),
              ("qwen2", "q8_0"), ("qwen2", "q4_0"), ("qwen3", "q4_0"), ("qwen3", "q4_k_m")]
@@ -444,43 +248,15 @@ PPL_CASES = [("llamamoe", "q8_0"), ("llamamoe", "q4_0"), ("llamamoe", "q4_k_m"),
 @pytest.mark.parametrize("variant,wtype", PPL_CASES, ids=[f"{v}-{t}" for v, t in PPL_CASES])
 def test_perplexity(hotcold_bin, model, refs, wiki_head, variant, wtype):
     path = model(variant, wtype)
-    ref = refs(path)
-    text = wiki_head.read_bytes()
-    text = text[:-1] if text.endswith(b"\n") else text  # as llama.cpp's -f (llamacpp_ref)
-    n_chunks = len(ref.tokenize(text, add_special=True)) // PPL_CTX  # all of them
-
-    def compute():
-        r = ref.perplexity(wiki_head.read_bytes(), n_ctx=PPL_CTX, n_chunks=n_chunks)
-        return {"ppl": r.ppl, "stderr": r.stderr, "chunk_ppl": r.chunk_ppl}
-    want = cached_reference("moe-qwen-perplexity", {"n_ctx": PPL_CTX, "chunks": n_chunks,
-                                                    "kv": ref.kv_type}, [path, wiki_head],
-                            compute)
-    out, err = hotcold_both(hotcold_bin, "perplexity", "-m", path, "-f", wiki_head,
-                            "-c", PPL_CTX, "--chunks", n_chunks, "-t", THREADS, timeout=300)
-    m = _FINAL.findall(out + b"\n" + err)
-    assert m, f"no 'Final estimate: PPL = X +/- Y' in the output:\n{(out + err)[-2000:]!r}"
-    ppl = float(m[-1][0])
-    rel = abs(ppl - want["ppl"]) / want["ppl"]
-    print(f"\n{variant}-{wtype}: hotcold {ppl:.4f}, llama.cpp {want['ppl']:.4f} "
-          f"({100 * (ppl / want['ppl'] - 1):+.3f}%)")
-    assert rel <= PPL_REL_TOL, (f"{variant}-{wtype}: PPL {ppl:.4f} vs llama.cpp "
-                                f"{want['ppl']:.4f} ({100 * rel:.3f}% > {100 * PPL_REL_TOL}%)")
+    check_perplexity_all_chunks(hotcold_bin, refs(path), path, wiki_head, PPL_CTX, PPL_REL_TOL,
+                                "moe-qwen-perplexity", f"{variant}-{wtype}")
 
 
 def ref_greedy(ref, path: Path, prompt: str, n_batch: int) -> dict:
     """llama.cpp's greedy ids (prompt in batches of n_batch, then one token at a time), its
     top-2 logit gap before each of them, and the float64 model's smallest router gap over the
     tokens each step depends on (inf for dense files)."""
-    def compute():
-        g = ref.greedy(prompt, N_GREEDY, n_batch=n_batch)
-        gaps = []
-        for i in range(len(g.ids)):
-            top2 = np.sort(ref.last_logits(ids=g.prompt_ids + g.ids[:i], n_batch=n_batch))[-2:]
-            gaps.append(float(top2[1] - top2[0]))
-        return {"prompt_ids": g.prompt_ids, "ids": g.ids, "gaps": gaps}
-    r = cached_reference("moe-qwen-greedy", {"prompt": prompt, "n": N_GREEDY,
-                                             "kv": ref.kv_type, "n_batch": n_batch},
-                         [path], compute)
+    r = llamacpp_greedy_gaps(ref, path, prompt, N_GREEDY, "moe-qwen-greedy", n_batch=n_batch)
     exact = np_model(path)
     exact.logits(r["prompt_ids"] + r["ids"])
     n_prompt = len(r["prompt_ids"])  # step i reads tokens [0, n_prompt + i)
@@ -495,42 +271,14 @@ MIN_DECISIVE = 2
 @pytest.mark.parametrize("variant,wtype", GREEDY_CASES,
                          ids=[f"{v}-{t}" for v, t in GREEDY_CASES])
 def test_greedy(hotcold_bin, model, refs, variant, wtype):
+    """At batch sizes 1 and 512; a step is decided when llama.cpp's top-2 logit gap and every
+    router gap it depends on are above the near-tie levels."""
     path = model(variant, wtype)
     ref = refs(path)
-    near_tie, route_tie = NEAR_TIE[wtype], MIN_ROUTE_GAP[wtype]
-    report, failed = [], False
-    for n_batch in (1, 512):
-        want = {p: ref_greedy(ref, path, p, n_batch) for p in GREEDY_PROMPTS}
-        # A step is decided when llama.cpp's top-2 logit gap and every router gap it depends on
-        # are above the near-tie levels. The premise, on the references alone: prompts that
-        # decide every step.
-        ties = {p: next((i for i, (g, r) in enumerate(zip(w["gaps"], w["route_gaps"]))
-                         if g < near_tie or r < route_tie), len(w["ids"])) for p, w in want.items()}
-        decisive = [p for p, w in want.items() if len(w["ids"]) == N_GREEDY
-                    and ties[p] == N_GREEDY]
-        assert len(decisive) >= MIN_DECISIVE, (
-            f"{variant}-{wtype} batch {n_batch}: {len(decisive)} prompts decisive (top-2 gap >= "
-            f"{near_tie} and router gaps >= {route_tie} at all {N_GREEDY} steps), expected >= "
-            f"{MIN_DECISIVE}: pick other GREEDY_PROMPTS")
-        for prompt, w in want.items():
-            if n_batch == 1:
-                assert hotcold_tokenize(hotcold_bin, path, prompt, no_bos=False) == \
-                    w["prompt_ids"], f"{prompt!r}: hotcold tokenizes differently from llama.cpp"
-            got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY, n_batch=n_batch)
-            # Compared up to the first undecided step (all of it on decisive prompts).
-            k = ties[prompt]
-            same = got[:k] == w["ids"][:k] and (k < len(w["ids"]) or len(got) == len(w["ids"]))
-            failed |= not same
-            i = next((j for j, (a, b) in enumerate(zip(got, w["ids"])) if a != b), None)
-            report.append(
-                f"  batch {n_batch} {prompt!r} "
-                f"({'decisive' if prompt in decisive else f'first {k} steps'}): "
-                f"{'ok' if same else 'FAILED'}" + (
-                    "" if i is None else f", first difference at {i}: hotcold {got[i:i + 4]}, "
-                    f"llama.cpp {w['ids'][i:i + 4]} (llama.cpp's gap {w['gaps'][i]:.4f}, "
-                    f"router gap {w['route_gaps'][i]:.2g})"))
-    print(f"\n{variant}-{wtype}:\n" + "\n".join(report))
-    assert not failed, f"{variant}-{wtype}: greedy ids differ from llama.cpp:\n" + "\n".join(report)
+    wants = {n_batch: {p: ref_greedy(ref, path, p, n_batch) for p in GREEDY_PROMPTS}
+             for n_batch in (1, 512)}
+    check_greedy_decided(hotcold_bin, path, wants, N_GREEDY, NEAR_TIE[wtype], MIN_DECISIVE,
+                         f"{variant}-{wtype}", route_tie=MIN_ROUTE_GAP[wtype])
 
 
 # ---- ReLU experts: hotcold vs float64 (llama.cpp runs any llama file with SiLU) -----------------
@@ -545,19 +293,16 @@ def test_relu_moe_matches_float64(hotcold_bin, model, refs, tmp_path):
     for name, prompt in PROMPTS.items():
         ids = ref.prompt_ids(prompt)
         # The premise, on llama.cpp alone: the kv16 float64 model is ggml's F16-cache arithmetic.
-        swiglu = _rel_diff(ref.last_logits(ids=ids).astype(np.float64),
+        swiglu = rel_diff(ref.last_logits(ids=ids).astype(np.float64),
                            exact.logits(ids, kv16=True)[-1])
         assert swiglu <= RELU_TOL / 4, \
             f"{name!r}: llama.cpp (F16 KV) is {swiglu:.3g} from the kv16 float64 model"
         want = exact.logits(ids, act="relu", kv16=True)[-1]
         assert exact.route_gap >= MIN_ROUTE_GAP["f16"], f"{name!r}: a routing near-tie"
         assert hotcold_tokenize(hotcold_bin, path, prompt, no_bos=False) == ids
-        out = tmp_path / f"{name}.f32"
-        hotcold(hotcold_bin, "run", "-m", path, "-p", prompt, "-n", 0, "-t", THREADS,
-                "--logits-out", out)
-        got = np.fromfile(out, dtype="<f4").astype(np.float64)
-        rel = _rel_diff(got, want)
-        silu = _rel_diff(exact.logits(ids, kv16=True)[-1], want)
+        got = hotcold_last_logits(hotcold_bin, path, prompt, tmp_path / f"{name}.f32")
+        rel = rel_diff(got, want)
+        silu = rel_diff(exact.logits(ids, kv16=True)[-1], want)
         print(f"\nrelu {name}: {rel:.2e} of max|logit| (SwiGLU's logits are {silu:.2f} away; "
               f"llama.cpp vs kv16 float64 {swiglu:.2e})")
         assert rel <= RELU_TOL, (f"{name!r}: hotcold's ReLU experts are {rel:.3g} of max|logit| "
