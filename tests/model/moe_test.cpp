@@ -106,7 +106,6 @@ std::vector<double> reference_logits(const LlamaModel& m) {
   const LlamaHParams& hp = m.hparams();
   const LlamaWeights& W = m.weights();
   const int64_t E = hp.n_embd, T = static_cast<int64_t>(kToks.size()), hd = hp.head_dim;
-  const int group = hp.n_head / hp.n_head_kv;
   std::vector<std::vector<double>> x(static_cast<size_t>(T));
   for (int64_t t = 0; t < T; ++t) {
     const auto* e = reinterpret_cast<const float*>(W.token_embd.row(kToks[t]));
@@ -143,23 +142,8 @@ std::vector<double> reference_logits(const LlamaModel& m) {
       for (double& z : q[t]) z = f16(z);
     }
     for (int64_t t = 0; t < T; ++t) {  // causal attention
-      std::vector<double> att(static_cast<size_t>(hp.n_head * hd), 0.0);
-      for (int h = 0; h < hp.n_head; ++h) {
-        const int kvh = h / group;
-        std::vector<double> s(static_cast<size_t>(t + 1));
-        double mx = -1e300;
-        for (int64_t j = 0; j <= t; ++j) {
-          double d = 0;
-          for (int64_t c = 0; c < hd; ++c) d += q[t][h * hd + c] * k[j][kvh * hd + c];
-          s[j] = d / std::sqrt(static_cast<double>(hd));
-          mx = std::max(mx, s[j]);
-        }
-        double sum = 0;
-        for (double& z : s) sum += (z = std::exp(z - mx));
-        for (int64_t j = 0; j <= t; ++j)
-          for (int64_t c = 0; c < hd; ++c)
-            att[h * hd + c] += f16(s[j] / sum) * v[j][kvh * hd + c];
-      }
+      const auto att =
+          testing::ref_attention(q, k, v, t, hp.n_head, hp.n_head_kv, hd, /*f16_probs=*/true);
       const auto o = affine(L.wo, L.bo, att);
       for (int64_t i = 0; i < E; ++i) x[t][i] += o[i];
     }

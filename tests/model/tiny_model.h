@@ -215,6 +215,37 @@ inline std::vector<float> prompt_logits(const LlamaModel& m, const SparseFfn* sp
   return l;
 }
 
+// Scalar double causal attention of token t (the tests' reference models): q[t] [n_head * hd]
+// against k[j], v[j] [n_head_kv * hd] for j <= t, query head h reading K/V head
+// h / (n_head / n_head_kv); scale 1/sqrt(hd). f16_probs: the probabilities rounded to fp16
+// before they meet V, as ggml's F16-cache product does.
+inline std::vector<double> ref_attention(const std::vector<std::vector<double>>& q,
+                                         const std::vector<std::vector<double>>& k,
+                                         const std::vector<std::vector<double>>& v, int64_t t,
+                                         int n_head, int n_head_kv, int64_t hd, bool f16_probs) {
+  std::vector<double> att(static_cast<size_t>(n_head * hd), 0.0);
+  const int group = n_head / n_head_kv;
+  for (int h = 0; h < n_head; ++h) {
+    const int kvh = h / group;
+    std::vector<double> s(static_cast<size_t>(t + 1));
+    double mx = -1e300;
+    for (int64_t j = 0; j <= t; ++j) {
+      double d = 0;
+      for (int64_t c = 0; c < hd; ++c) d += q[t][h * hd + c] * k[j][kvh * hd + c];
+      s[j] = d / std::sqrt(static_cast<double>(hd));
+      mx = std::max(mx, s[j]);
+    }
+    double sum = 0;
+    for (double& z : s) sum += (z = std::exp(z - mx));
+    for (int64_t j = 0; j <= t; ++j) {
+      const double p = f16_probs ? fp16_to_fp32(fp32_to_fp16(static_cast<float>(s[j] / sum)))
+                                 : s[j] / sum;
+      for (int64_t c = 0; c < hd; ++c) att[h * hd + c] += p * v[j][kvh * hd + c];
+    }
+  }
+  return att;
+}
+
 // Largest |a[i] - b[i]| (sizes must match) and largest |v[i]|: logits comparisons.
 inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
