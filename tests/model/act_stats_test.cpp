@@ -282,6 +282,20 @@ TEST(ActStats, WriteReadRoundTrip) {
   EXPECT_NE(st.message().find("relu"), std::string::npos) << st.message();
 }
 
+TEST(ActStats, EveryActivationRoundTrips) {
+  // dReLU (bamboo) and GELU (falcon) profiles are written with their names: read() took only
+  // relu and silu before, refusing the files profile had just written for those models.
+  TempDir dir;
+  for (FfnActivation a : {FfnActivation::kRelu, FfnActivation::kDRelu, FfnActivation::kSilu,
+                          FfnActivation::kGelu}) {
+    ActStats s(2, 8, a);
+    ASSERT_TRUE(s.write(dir.file("a.gguf"), "m", "c").ok());
+    auto r = ActStats::read(dir.file("a.gguf"));
+    ASSERT_TRUE(r.ok()) << activation_name(a) << ": " << r.message();
+    EXPECT_EQ(r->activation(), a);
+  }
+}
+
 // A copy of the stats file at `src` with `edit` applied to its metadata and tensors.
 struct FileCopy {
   GgufWriter w;
