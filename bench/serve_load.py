@@ -11,6 +11,15 @@ on what else runs). The server's resident memory is sampled throughout and must 
 Prints requests/s, generated tokens/s, latency and time-to-first-token percentiles, and RSS.
 Exit status 1 if any request failed, any stream was incomplete or wrong, or RSS grew more
 than --max-rss-growth-mib between the end of the warm-up and the end of the run.
+
+  bench/serve_load.py -m MODEL.gguf --repeat-prompt 1000 [--rounds 3] [--max-repeat-ratio 0.3]
+
+The prompt cache instead: one client sends a prompt of that many tokens (WikiText-2 text, as
+token ids), then the same prompt again, then the same prompt with a different last sentence
+(a chat's next turn), each streamed, one at a time, in --rounds rounds with other prompts in
+between; prints each request's time to first token and the second / first ratio (median over
+rounds). Exit status 1 if the outputs of the first two differ or the median ratio is above
+--max-repeat-ratio.
 """
 import argparse
 import http.client
@@ -90,6 +99,48 @@ def request(host, port, body, stream):
     return "".join(text), finish, n_tok, ttft, time.perf_counter() - t0, complete
 
 
+def tokenize(host, port, text):
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    conn.request("POST", "/tokenize", json.dumps({"content": text, "add_special": True}),
+                 {"Content-Type": "application/json"})
+    out = json.loads(conn.getresponse().read())
+    conn.close()
+    return out["tokens"]
+
+
+def repeat_prompt(args, host, port):
+    """The prompt cache: time to first token of a long prompt, of the same prompt again, and of
+    its prefix with a new tail (docstring above)."""
+    wiki = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2" / "wiki.test.raw"
+    text = wiki.read_text(encoding="utf-8")
+    need = (args.rounds * 7 // 4 + 2) * args.repeat_prompt + 64
+    ids = tokenize(host, port, text[:need * 8])  # WikiText: ~4 characters per token
+    if len(ids) < need:
+        raise SystemExit("not enough text for --repeat-prompt")
+    rounds, bad = [], False
+    base = {"max_tokens": 8, "temperature": 0, "stream": True}
+    for r in range(args.rounds):
+        # Each round its own text (the previous rounds' prompts are then cached, not this one's).
+        start = r * 7 * args.repeat_prompt // 4
+        p = ids[start:start + args.repeat_prompt]
+        tail = ids[start + args.repeat_prompt:start + args.repeat_prompt + 40]
+        first = request(host, port, {**base, "prompt": p}, stream=True)
+        again = request(host, port, {**base, "prompt": p}, stream=True)
+        turn = request(host, port, {**base, "prompt": p[:-40] + tail}, stream=True)
+        if first[:2] != again[:2]:
+            print(f"[prefix] round {r + 1}: the repeated prompt's output differs", file=sys.stderr)
+            bad = True
+        rounds.append({"ttft_first_s": round(first[3], 4), "ttft_repeat_s": round(again[3], 4),
+                       "ttft_new_tail_s": round(turn[3], 4),
+                       "repeat_ratio": round(again[3] / first[3], 3),
+                       "new_tail_ratio": round(turn[3] / first[3], 3)})
+        print(f"[prefix] round {r + 1}: {rounds[-1]}", file=sys.stderr, flush=True)
+    out = {"prompt_tokens": args.repeat_prompt, "rounds": rounds,
+           "median_repeat_ratio": statistics.median(x["repeat_ratio"] for x in rounds),
+           "median_new_tail_ratio": statistics.median(x["new_tail_ratio"] for x in rounds)}
+    return out, bad or out["median_repeat_ratio"] > args.max_repeat_ratio
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True)
@@ -102,9 +153,24 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--max-rss-growth-mib", type=float, default=24.0)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--repeat-prompt", type=int, default=0,
+                    help="prompt-cache check with a prompt of this many tokens (see above)")
+    ap.add_argument("--rounds", type=int, default=3, help="--repeat-prompt: rounds")
+    ap.add_argument("--max-repeat-ratio", type=float, default=1.0,
+                    help="--repeat-prompt: fail above this median second / first ratio")
     args = ap.parse_args()
 
     proc, host, port = start_server(args)
+    if args.repeat_prompt:
+        try:
+            out, bad = repeat_prompt(args, host, port)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(60)
+        print(json.dumps(out, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
+        sys.exit(1 if bad or rc != 0 else 0)
     try:
         base = {"max_tokens": args.max_tokens, "temperature": 0}
         expected = {}

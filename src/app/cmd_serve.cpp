@@ -29,6 +29,8 @@ struct ServeFlags {
   int max_queue = 64;
   int max_body_kib = 1024;
   float grace_s = 10.0f;
+  int cache_ram_mib = 8192;  // llama-server's --cache-ram default
+  bool no_cache_prompt = false;
 };
 
 // SIGINT/SIGTERM are blocked in every thread and taken by sigwait in one watcher thread, which
@@ -94,6 +96,9 @@ Status serve(ServeFlags& f) {
   sp.n_threads = f.model.threads;
   sp.n_batch = f.model.batch;
   sp.max_queue = f.max_queue;
+  sp.cache_prompt = !f.no_cache_prompt;
+  sp.cache_ram_bytes =
+      f.cache_ram_mib < 0 ? UINT64_MAX : static_cast<uint64_t>(f.cache_ram_mib) << 20;
   if (sp.n_ctx_slot < 8)
     return Status::Error("-c " + std::to_string(n_ctx) + " over --parallel " +
                          std::to_string(f.parallel) + " leaves " + std::to_string(sp.n_ctx_slot) +
@@ -139,6 +144,11 @@ int cmd_serve(const Args& args) {
                "model name in /v1/models and responses (default: the file name without .gguf)");
   p.add_string("--chat-template", &f.server.chat_template,
                "template name or text (default: the model's)");
+  p.add_int("-cram,--cache-ram", &f.cache_ram_mib,
+            "MiB of host memory for earlier prompts' KV beyond the slots' own (llama-server's "
+            "prompt cache; -1: no limit, 0: only the slots')");
+  p.add_flag("--no-cache-prompt", &f.no_cache_prompt,
+             "never reuse an earlier prompt's KV (every prompt evaluated whole)");
   p.add_float("--shutdown-grace", &f.grace_s,
               "seconds in-flight requests may run after SIGINT/SIGTERM before they are cancelled");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
@@ -152,6 +162,9 @@ int cmd_serve(const Args& args) {
     return usage_error(kCmd, "--port: expected 0..65535, found " + std::to_string(f.server.port));
   if (f.server.http_threads < 0 || f.server.http_threads > 4096)
     return usage_error(kCmd, "--http-threads: expected 0..4096, found " + std::to_string(f.server.http_threads));
+  if (f.cache_ram_mib < -1)
+    return usage_error(kCmd, "--cache-ram: expected MiB >= 0 or -1 (no limit), found " +
+                                 std::to_string(f.cache_ram_mib));
   if (!(f.grace_s >= 0))
     return usage_error(kCmd, "--shutdown-grace: expected seconds >= 0");
   return exit_code_for(kCmd, serve(f));

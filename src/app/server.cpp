@@ -271,6 +271,7 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
   }
   if (auto e = read_stop(j, &r.gen.stop)) return *e;
   if (auto e = read_bool(j, "ignore_eos", &r.gen.ignore_eos)) return *e;
+  if (auto e = read_bool(j, "cache_prompt", &r.gen.cache_prompt)) return *e;
 
   int64_t max_tokens = chat ? info.n_ctx_slot : 16;  // OpenAI: 16 for completions
   for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})

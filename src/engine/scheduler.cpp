@@ -99,6 +99,11 @@ struct Scheduler::Slot {
   State state = State::kFree;
   std::shared_ptr<GenRequest> req;
   std::vector<int32_t> history;  // tokens in the cache, oldest first
+  // Positions [0, n_computed) of the cache were prompt-processed on the grid from position 0
+  // (reusable: engine/prompt_cache.h); decode steps' positions never are.
+  int64_t n_computed = 0;
+  uint64_t last_used = 0;
+  bool new_request = false;  // setup_slot still to run
   size_t n_prompt_done = 0;
   int32_t pending = -1;  // sampled, not yet evaluated
   int n_gen = 0;
@@ -111,9 +116,11 @@ struct Scheduler::Slot {
 Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
                      std::shared_ptr<const SparseFfn> sparse, const SchedulerParams& params)
     : model_(std::move(model)), sparse_(std::move(sparse)), params_(params),
-      pool_(std::max(1, params.n_threads)) {
+      pool_(std::max(1, params.n_threads)),
+      prompt_cache_(params.cache_prompt ? params.cache_ram_bytes : 0) {
   HC_CHECK(params_.n_parallel >= 1 && params_.n_ctx_slot >= 2 && params_.max_queue >= 0);
   if (params_.n_batch < 1) params_.n_batch = 1;
+  reuse_unit_ = reuse_unit(params_.n_batch, forward_ubatch(model_->hparams()));
   const LlamaHParams& hp = model_->hparams();
   for (int i = 0; i < params_.n_parallel; ++i)
     slots_.push_back(std::make_unique<Slot>(hp.n_layer, params_.n_ctx_slot,
@@ -202,20 +209,36 @@ SchedulerStats Scheduler::stats() const {
 
 bool Scheduler::admit_locked() {
   bool any = false;
-  for (auto& sp : slots_) {
-    Slot& s = *sp;
-    if (s.state != Slot::State::kFree) continue;
+  for (;;) {
     while (!queue_.empty() && queue_.front()->cancel_requested()) {
       queue_.front()->finish(FinishReason::kCancelled);
       ++stats_.requests_cancelled;
       queue_.pop_front();
     }
     if (queue_.empty()) break;
+    // The free slot holding the longest reusable prefix of the prompt, else the least recently
+    // used one (its cache is the least likely to be wanted again).
+    const std::vector<int32_t>& prompt = queue_.front()->prompt();
+    const bool reuse = params_.cache_prompt && queue_.front()->params().cache_prompt;
+    Slot* pick = nullptr;
+    int64_t pick_reuse = -1;
+    for (auto& sp : slots_) {
+      Slot& c = *sp;
+      if (c.state != Slot::State::kFree) continue;
+      const int64_t r = reuse ? reusable_prefix(c.history, c.n_computed, prompt, reuse_unit_) : 0;
+      if (r > pick_reuse || (r == pick_reuse && c.last_used < pick->last_used)) {
+        pick = &c;
+        pick_reuse = r;
+      }
+    }
+    if (!pick) break;
+    Slot& s = *pick;
     s.req = std::move(queue_.front());
     queue_.pop_front();
     s.state = Slot::State::kPrefill;
+    s.new_request = true;  // its cached prefix is set up outside the lock (setup_slot)
+    s.last_used = ++use_clock_;
     s.req->mark_started();
-    s.history.clear();
     s.n_prompt_done = 0;
     s.pending = -1;
     s.n_gen = 0;
@@ -227,6 +250,37 @@ bool Scheduler::admit_locked() {
   }
   stats_.queue_depth = static_cast<int>(queue_.size());
   return any;
+}
+
+void Scheduler::keep_prefix(Slot& s, int64_t keep) {
+  // The grid-computed part of the slot's cache that would be lost, whole units of it.
+  const int64_t n = s.n_computed / reuse_unit_ * reuse_unit_;
+  if (n > keep && prompt_cache_.budget() > 0)
+    prompt_cache_.save(std::span<const int32_t>(s.history).first(static_cast<size_t>(n)),
+                       s.cache);
+}
+
+void Scheduler::setup_slot(Slot& s) {
+  s.new_request = false;
+  const std::vector<int32_t>& prompt = s.req->prompt();
+  const bool reuse = params_.cache_prompt && s.req->params().cache_prompt;
+  int64_t n_reuse = reuse ? reusable_prefix(s.history, s.n_computed, prompt, reuse_unit_) : 0;
+  keep_prefix(s, n_reuse);
+  const PromptCache::Match m =
+      reuse ? prompt_cache_.best(prompt, reuse_unit_) : PromptCache::Match{};
+  if (m.n_reuse > n_reuse) {
+    prompt_cache_.restore(m, s.cache);
+    n_reuse = m.n_reuse;
+  }
+  s.history.assign(prompt.begin(), prompt.begin() + n_reuse);
+  s.n_computed = n_reuse;
+  s.n_prompt_done = static_cast<size_t>(n_reuse);
+  std::lock_guard<std::mutex> lk(mu_);
+  stats_.prompt_cache_hits += n_reuse > 0;
+  stats_.prompt_tokens_reused += static_cast<uint64_t>(n_reuse);
+  stats_.prompt_cache_bytes = prompt_cache_.bytes();
+  stats_.prompt_cache_entries = prompt_cache_.entries();
+  stats_.prompt_cache_evictions = prompt_cache_.evictions();
 }
 
 void Scheduler::release(Slot& s, FinishReason reason, std::string error) {
@@ -244,6 +298,7 @@ void Scheduler::release(Slot& s, FinishReason reason, std::string error) {
   }
   s.req.reset();
   s.state = Slot::State::kFree;
+  s.new_request = false;
   s.sampler.reset();
   s.text.reset();
 }
@@ -295,9 +350,11 @@ void Scheduler::prefill_one() {
                   std::to_string(params_.n_ctx_slot));
       return;
     }
-    // Chunks of n_batch tokens, as Session::eval makes them: the same arithmetic as hotcold run.
-    const size_t b = s.n_prompt_done;
-    const size_t len = std::min(prompt.size() - b, static_cast<size_t>(params_.n_batch));
+    if (s.new_request) setup_slot(s);
+    // Chunks of n_batch tokens from position 0, as Session::eval makes them (the same arithmetic
+    // as hotcold run); after a reused prefix, up to the next chunk boundary first.
+    const size_t b = s.n_prompt_done, nb = static_cast<size_t>(params_.n_batch);
+    const size_t len = std::min(prompt.size(), (b / nb + 1) * nb) - b;
     const double t0 = seconds_now();
     const Status st = llama_forward(*model_, s.cache, scratch_, pool_,
                                     std::span<const int32_t>(prompt).subspan(b, len),
@@ -313,6 +370,7 @@ void Scheduler::prefill_one() {
     }
     s.history.insert(s.history.end(), prompt.begin() + b, prompt.begin() + b + len);
     s.n_prompt_done = b + len;
+    s.n_computed = static_cast<int64_t>(s.n_prompt_done);
     if (s.n_prompt_done == prompt.size()) after_logits(s, logits_.data());
     return;
   }

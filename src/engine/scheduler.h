@@ -11,6 +11,12 @@
 //
 // Requests are cancelled by their owner (client gone) or by shutdown; finished slots are
 // freed at once. Text is produced through TextStream (complete UTF-8, stop strings).
+//
+// Prompt cache (engine/prompt_cache.h): a free slot keeps its KV; a new request takes the free
+// slot that shares the longest reusable prefix with its prompt (else the least recently used
+// one), or, when the bounded store of earlier prefixes (cache_ram_bytes) has a longer one, that
+// prefix copied in; a slot about to lose prompt-processed tokens saves them to the store first.
+// Reuse is cut to the prompt-processing grid, so it changes no result.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -25,6 +31,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
 #include "model/kv_cache.h"
@@ -42,6 +49,7 @@ struct GenerationParams {
   SamplerParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  bool cache_prompt = true;  // may reuse cached KV of an earlier prompt (llama-server's field)
 };
 
 // One generation request and its results, shared between the submitter and the worker.
@@ -99,6 +107,8 @@ struct SchedulerParams {
   int n_threads = 2;
   int n_batch = 512;    // prompt tokens per forward pass (as Session / hotcold run)
   int max_queue = 64;   // requests waiting for a slot; more are refused
+  bool cache_prompt = true;      // reuse slots' KV across requests (prompt cache)
+  uint64_t cache_ram_bytes = 0;  // prefixes kept beyond the slots, in host memory (0: none)
 };
 
 struct SchedulerStats {
@@ -110,6 +120,10 @@ struct SchedulerStats {
   double recent_tokens_per_second = 0;  // generated tokens over the last 10 s
   int queue_depth = 0, active_slots = 0, n_slots = 0;
   uint64_t kv_bytes = 0;  // KV caches of all slots
+  // Prompt cache: requests that reused cached KV, the prompt tokens not evaluated thanks to it,
+  // the store's bytes (within cache_ram_bytes), entries and evictions.
+  uint64_t prompt_cache_hits = 0, prompt_tokens_reused = 0;
+  uint64_t prompt_cache_bytes = 0, prompt_cache_entries = 0, prompt_cache_evictions = 0;
   SparseStats sparse;  // activation-sparse FFN counters (zero when dense)
 };
 
@@ -142,6 +156,8 @@ class Scheduler {
   struct Slot;
   void worker();
   bool admit_locked();                  // queue -> free slots
+  void setup_slot(Slot& slot);          // a new request's cached prefix (prompt cache)
+  void keep_prefix(Slot& slot, int64_t keep);  // saves what slot would lose beyond `keep`
   void prefill_one();                   // one prompt chunk of one slot
   void decode_all();                    // one token for every generating slot
   void after_logits(Slot& slot, const float* logits);  // sample, emit, finish or continue
@@ -155,6 +171,9 @@ class Scheduler {
   ThreadPool pool_;
   ForwardScratch scratch_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  PromptCache prompt_cache_;
+  int64_t reuse_unit_ = 0;  // engine/prompt_cache.h's grid for this model and n_batch
+  uint64_t use_clock_ = 0;  // slots' last use, for least-recently-used choices
   size_t prefill_rr_ = 0;
   std::vector<float> logits_;
   std::vector<SeqStep> steps_;

@@ -22,8 +22,14 @@ struct KvCache {
         k(static_cast<size_t>(n_layer_) * n_ctx_ * kv_dim_),
         v(static_cast<size_t>(n_layer_) * n_ctx_ * kv_dim_) {}
   fp16_t* k_at(int il, int64_t pos) { return k.data() + (static_cast<int64_t>(il) * n_ctx + pos) * kv_dim; }
+  const fp16_t* k_at(int il, int64_t pos) const {
+    return k.data() + (static_cast<int64_t>(il) * n_ctx + pos) * kv_dim;
+  }
   // Row d (0 <= d < kv_dim) of layer il's transposed V: n_ctx positions.
   fp16_t* v_row(int il, int64_t d) { return v.data() + (static_cast<int64_t>(il) * kv_dim + d) * n_ctx; }
+  const fp16_t* v_row(int il, int64_t d) const {
+    return v.data() + (static_cast<int64_t>(il) * kv_dim + d) * n_ctx;
+  }
   uint64_t bytes() const { return (k.size() + v.size()) * sizeof(fp16_t); }
 };
 

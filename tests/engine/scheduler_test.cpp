@@ -35,10 +35,11 @@ Fixture make_model(GgmlType t, const std::string& activation = "") {
 std::pair<std::string, int> reference(std::shared_ptr<const LlamaModel> m,
                                       const std::vector<int32_t>& prompt,
                                       const GenerationParams& p, int n_ctx,
-                                      std::shared_ptr<const SparseFfn> sparse = nullptr) {
+                                      std::shared_ptr<const SparseFfn> sparse = nullptr,
+                                      int n_batch = 8) {
   SessionParams sp;
   sp.n_ctx = n_ctx;
-  sp.n_batch = 8;
+  sp.n_batch = n_batch;
   Session s(m, sp);
   s.set_sparse(sparse);
   EXPECT_TRUE(s.eval(prompt).ok());
@@ -129,6 +130,128 @@ TEST(Scheduler, SparseFfnBatchesGiveTheSessionOutputs) {
   const SchedulerStats st = sched.stats();
   EXPECT_GT(st.sparse.neurons, 0u);
   EXPECT_GT(st.sparse.sparsity(), 0.2);  // ReLU on random weights: about half the neurons
+}
+
+// ---- prompt cache (engine/prompt_cache.h) ----
+
+TEST(PromptCache, ReusablePrefixFollowsTheGrid) {
+  EXPECT_EQ(reuse_unit(8, 128), 8);      // chunks smaller than a micro-batch: the chunks
+  EXPECT_EQ(reuse_unit(512, 128), 128);  // whole micro-batches
+  EXPECT_EQ(reuse_unit(300, 128), 300);  // micro-batches off the grid: whole chunks
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<int32_t> b = a;
+  EXPECT_EQ(reusable_prefix(a, 10, b, 4), 8);  // the last prompt token is always evaluated
+  EXPECT_EQ(reusable_prefix(a, 10, b, 3), 9);
+  EXPECT_EQ(reusable_prefix(a, 5, b, 4), 4);   // only prompt-processed positions
+  b[6] = 0;
+  EXPECT_EQ(reusable_prefix(a, 10, b, 4), 4);  // the common prefix, cut to the grid
+  EXPECT_EQ(reusable_prefix(a, 10, std::vector<int32_t>{1}, 1), 0);
+  EXPECT_EQ(reusable_prefix({}, 0, b, 1), 0);
+}
+
+struct CacheRun {
+  std::string text;
+  SchedulerStats stats;
+};
+
+// Runs prompts one after another (each finished before the next) on one scheduler; returns each
+// request's text and the scheduler's stats after it.
+std::vector<CacheRun> run_in_turn(const Fixture& f, const SchedulerParams& sp,
+                                  const std::vector<std::vector<int32_t>>& prompts,
+                                  const GenerationParams& p) {
+  Scheduler sched(f.model, nullptr, sp);
+  std::vector<CacheRun> out;
+  for (const auto& prompt : prompts) {
+    auto r = std::make_shared<GenRequest>(prompt, p);
+    EXPECT_EQ(sched.submit(r), SubmitResult::kAccepted);
+    out.push_back({r->wait_all().text, sched.stats()});
+  }
+  return out;
+}
+
+TEST(Scheduler, PromptCacheReusesSlotsAndTheStoreWithoutChangingOutput) {
+  Fixture f = make_model(GgmlType::Q8_0);
+  GenerationParams p;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  const std::vector<int32_t> a = prompt_of(70, 1), b = prompt_of(50, 2);
+  std::vector<int32_t> a_more = a;  // a chat turn: the earlier prompt and more
+  for (int i = 0; i < 30; ++i) a_more.push_back(5 + i % 20);
+  for (int n_batch : {8, 32}) {
+    SCOPED_TRACE("n_batch " + std::to_string(n_batch));
+    SchedulerParams sp;
+    sp.n_parallel = 1;
+    sp.n_ctx_slot = 128;
+    sp.n_batch = n_batch;
+    sp.cache_ram_bytes = 64 << 20;
+    const int64_t unit = n_batch;  // both below the 128-token micro-batch
+    const auto runs = run_in_turn(f, sp, {a, a, b, a, a_more}, p);
+    const std::vector<std::vector<int32_t>> prompts = {a, a, b, a, a_more};
+    for (size_t i = 0; i < runs.size(); ++i)  // what hotcold run prints, cache or not
+      EXPECT_EQ(runs[i].text, reference(f.model, prompts[i], p, sp.n_ctx_slot, nullptr, n_batch).first)
+          << "request " << i;
+    auto reused = [&](size_t i) {
+      return runs[i].stats.prompt_tokens_reused - (i ? runs[i - 1].stats.prompt_tokens_reused : 0);
+    };
+    EXPECT_EQ(reused(0), 0u);
+    EXPECT_EQ(reused(1), static_cast<uint64_t>((a.size() - 1) / unit * unit));  // the slot's
+    EXPECT_EQ(reused(2), 0u);
+    EXPECT_EQ(reused(3), static_cast<uint64_t>((a.size() - 1) / unit * unit));  // the store's
+    EXPECT_EQ(reused(4), static_cast<uint64_t>(a.size() / unit * unit));
+    const SchedulerStats& st = runs.back().stats;
+    EXPECT_EQ(st.prompt_cache_hits, 3u);
+    EXPECT_GT(st.prompt_cache_entries, 0u);
+    EXPECT_LE(st.prompt_cache_bytes, sp.cache_ram_bytes);
+    // Every prompt token was either evaluated or reused.
+    EXPECT_EQ(st.prompt_tokens + st.prompt_tokens_reused,
+              2 * a.size() + b.size() + a.size() + a_more.size());
+  }
+}
+
+TEST(Scheduler, PromptCacheOffOrPerRequestEvaluatesEverything) {
+  Fixture f = make_model(GgmlType::F32);
+  GenerationParams p;
+  p.max_tokens = 4;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  const std::vector<int32_t> a = prompt_of(40, 3);
+  SchedulerParams sp;
+  sp.n_parallel = 1;
+  sp.n_ctx_slot = 64;
+  sp.n_batch = 8;
+  sp.cache_prompt = false;
+  EXPECT_EQ(run_in_turn(f, sp, {a, a}, p).back().stats.prompt_tokens_reused, 0u);
+  sp.cache_prompt = true;
+  p.cache_prompt = false;  // the request's own "cache_prompt": false
+  EXPECT_EQ(run_in_turn(f, sp, {a, a}, p).back().stats.prompt_tokens_reused, 0u);
+}
+
+TEST(Scheduler, PromptCacheStaysWithinItsBudget) {
+  Fixture f = make_model(GgmlType::F32);
+  GenerationParams p;
+  p.max_tokens = 2;
+  p.ignore_eos = true;
+  p.sampling.temp = 0;
+  SchedulerParams sp;
+  sp.n_parallel = 1;
+  sp.n_ctx_slot = 64;
+  sp.n_batch = 8;
+  // One 40-token prefix of this model: 2 layers x 40 x kv_dim 64 x 2 (K, V) x 2 bytes = 20 KiB.
+  sp.cache_ram_bytes = 50 << 10;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 8; ++i) prompts.push_back(prompt_of(41, 10 + i));
+  // Then the prompt before the last one (kept: among the two most recent) and the first one
+  // (evicted long ago).
+  prompts.push_back(prompts[6]);
+  prompts.push_back(prompts[0]);
+  const auto runs = run_in_turn(f, sp, prompts, p);
+  for (const CacheRun& r : runs) EXPECT_LE(r.stats.prompt_cache_bytes, sp.cache_ram_bytes);
+  EXPECT_EQ(runs[7].stats.prompt_cache_entries, 2u);
+  EXPECT_EQ(runs[7].stats.prompt_cache_evictions, 5u);  // 7 saved (prompts 0-6), 2 kept
+  EXPECT_EQ(runs[7].stats.prompt_tokens_reused, 0u);
+  EXPECT_EQ(runs[8].stats.prompt_tokens_reused, 40u);
+  EXPECT_EQ(runs[9].stats.prompt_tokens_reused, 40u);
 }
 
 TEST(Scheduler, ContextFullEndsWithLength) {

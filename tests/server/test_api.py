@@ -172,6 +172,28 @@ def test_metrics(smollm2_server):
     assert metric(smollm2_server, "hotcold_slots") == 4
 
 
+def test_prompt_cache_reuses_kv_and_changes_no_output(smollm2_server, client, model_id):
+    """A repeated long prompt reuses its KV (whole 128-token micro-batches of it: the prompt
+    cache's grid) and still gives exactly `hotcold run`'s greedy text; a request can opt out."""
+    prompt = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 24)
+    n_prompt = len(run_cli("tokenize", "-m", SMOLLM2, "-p", prompt).split())
+    assert 300 < n_prompt < 480  # fits a 512-token slot with the generation
+    expected = run_cli("run", "-m", SMOLLM2, "-p", prompt, "-n", 16, "--temp", 0).removesuffix("\n")
+    before = metric(smollm2_server, "hotcold_prompt_tokens_reused_total")
+    hits = metric(smollm2_server, "hotcold_prompt_cache_hits_total")
+    texts = [client.completions.create(model=model_id, prompt=prompt, max_tokens=16,
+                                       temperature=0).choices[0].text for _ in range(2)]
+    assert texts == [expected, expected]
+    reused = metric(smollm2_server, "hotcold_prompt_tokens_reused_total") - before
+    assert reused == (n_prompt - 1) // 128 * 128
+    assert metric(smollm2_server, "hotcold_prompt_cache_hits_total") == hits + 1
+    status, body = smollm2_server.json("POST", "/v1/completions", {
+        "prompt": prompt, "max_tokens": 16, "temperature": 0, "cache_prompt": False})
+    assert status == 200 and body["choices"][0]["text"] == expected
+    assert metric(smollm2_server, "hotcold_prompt_tokens_reused_total") - before == reused
+    assert metric(smollm2_server, "hotcold_prompt_cache_bytes") >= 0
+
+
 def test_web_page_served(smollm2_server):
     status, headers, raw = smollm2_server.request("GET", "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")

@@ -232,6 +232,19 @@ struct Server final : HttpServer {
       << "hotcold_generation_requests_total{outcome=\"rejected\"} " << s.requests_rejected << '\n'
       << "hotcold_generation_requests_total{outcome=\"failed\"} " << s.requests_failed << '\n';
     metric("hotcold_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.prompt_tokens));
+    metric("hotcold_prompt_tokens_reused_total", "counter",
+           "Prompt tokens not evaluated: their KV was reused from an earlier prompt.",
+           double(s.prompt_tokens_reused));
+    metric("hotcold_prompt_cache_hits_total", "counter",
+           "Requests that reused an earlier prompt's KV.", double(s.prompt_cache_hits));
+    metric("hotcold_prompt_cache_bytes", "gauge",
+           "Host bytes of earlier prompts' KV kept beyond the slots (--cache-ram).",
+           double(s.prompt_cache_bytes));
+    metric("hotcold_prompt_cache_entries", "gauge", "Prefixes kept beyond the slots.",
+           double(s.prompt_cache_entries));
+    metric("hotcold_prompt_cache_evictions_total", "counter",
+           "Prefixes dropped to keep the store within --cache-ram.",
+           double(s.prompt_cache_evictions));
     metric("hotcold_generated_tokens_total", "counter", "Tokens generated.", double(s.generated_tokens));
     metric("hotcold_tokens_per_second", "gauge",
            "Generated tokens per second over the last 10 s, all sessions together.",
