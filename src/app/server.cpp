@@ -73,6 +73,33 @@ std::optional<ApiError> read_bool(const json& j, const char* key, bool* out) {
   return std::nullopt;
 }
 
+// Log probabilities, as OpenAI's API asks for them: completions `logprobs` (an integer: the top
+// candidates per token; llama.cpp's `n_probs` too), chat `logprobs` (a boolean) with
+// `top_logprobs` (an integer, only with logprobs). *out: the candidates, or -1 for none.
+constexpr int64_t kMaxTopLogprobs = 20;
+std::optional<ApiError> read_logprobs(const json& j, bool chat, int* out) {
+  int64_t k = -1;
+  if (chat) {
+    bool on = false;
+    if (auto e = read_bool(j, "logprobs", &on)) return e;
+    if (auto e = read_int(j, "top_logprobs", 0, kMaxTopLogprobs, &k)) return e;
+    if (k >= 0 && !on) return bad_request("'top_logprobs' needs 'logprobs': true");
+    if (on) k = std::max<int64_t>(k, 0);
+  } else {
+    for (const char* key : {"logprobs", "n_probs"}) {
+      auto it = j.find(key);
+      if (it != j.end() && it->is_boolean()) {  // false: none; true: the token's own only
+        if (it->get<bool>()) k = std::max<int64_t>(k, 0);
+        continue;
+      }
+      if (auto e = read_int(j, key, 0, kMaxTopLogprobs, &k)) return e;
+    }
+  }
+  *out = static_cast<int>(k);
+  return std::nullopt;
+}
+
+
 std::optional<ApiError> read_stop(const json& j, std::vector<std::string>* out) {
   auto it = j.find("stop");
   if (it == j.end() || it->is_null()) return std::nullopt;
@@ -235,14 +262,12 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
     e->message += " (only one choice per request is supported)";
     return *e;
   }
-  for (const char* unsupported : {"logprobs", "echo"}) {
-    bool on = false;
-    auto it = j.find(unsupported);
-    if (it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()) &&
-        !(it->is_number_integer() && it->get<int64_t>() == 0))
-      on = true;
-    if (on) return bad_request(std::string("'") + unsupported + "' is not supported");
+  {
+    auto it = j.find("echo");
+    if (it != j.end() && !it->is_null() && !(it->is_boolean() && !it->get<bool>()))
+      return bad_request("'echo' is not supported");
   }
+  if (auto e = read_logprobs(j, chat, &r.gen.logprobs)) return *e;
   if (auto e = read_bool(j, "stream", &r.stream)) return *e;
   if (auto it = j.find("stream_options"); it != j.end() && !it->is_null()) {
     if (!it->is_object())

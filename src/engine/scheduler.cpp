@@ -1,6 +1,8 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <optional>
 
 #include "core/log.h"
@@ -29,10 +31,12 @@ const char* finish_reason_name(FinishReason r) {
 
 GenRequest::Update GenRequest::take(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return done_ || !text_.empty(); });
+  cv_.wait_for(lk, timeout, [&] { return done_ || !text_.empty() || !logprobs_.empty(); });
   Update u;
   u.text = std::move(text_);
   text_.clear();
+  u.logprobs = std::move(logprobs_);
+  logprobs_.clear();
   u.done = done_;
   u.reason = reason_;
   u.error = error_;
@@ -43,11 +47,15 @@ GenRequest::Update GenRequest::take(std::chrono::milliseconds timeout) {
 
 GenRequest::Update GenRequest::wait_all() {
   std::string all;
+  std::vector<TokenLogprob> probs;
   for (;;) {
     Update u = take(std::chrono::milliseconds(1000));
     all += u.text;
+    probs.insert(probs.end(), std::make_move_iterator(u.logprobs.begin()),
+                 std::make_move_iterator(u.logprobs.end()));
     if (u.done) {
       u.text = std::move(all);
+      u.logprobs = std::move(probs);
       return u;
     }
   }
@@ -71,13 +79,15 @@ void GenRequest::mark_started() {
   cv_.notify_all();
 }
 
-void GenRequest::append(const std::string& text, int n_generated) {
+void GenRequest::append(const std::string& text, int n_generated, TokenLogprob* logprob) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     text_ += text;
     n_generated_ = n_generated;
+    if (logprob) logprobs_.push_back(std::move(*logprob));
   }
-  if (!text.empty()) cv_.notify_all();  // a held-back piece (partial UTF-8, stop prefix) wakes no one
+  // A held-back piece (partial UTF-8, stop prefix) wakes no one, unless it has a log probability.
+  if (!text.empty() || logprob) cv_.notify_all();
 }
 
 void GenRequest::finish(FinishReason reason, std::string error) {
@@ -309,6 +319,35 @@ void Scheduler::reap_cancelled() {
       release(*sp, FinishReason::kCancelled);
 }
 
+namespace {
+
+// token's log probability under log softmax(logits) and the top k candidates' (k >= 0);
+// order: [n_vocab] scratch.
+TokenLogprob token_logprob(const float* logits, int64_t n_vocab, int32_t token, int k,
+                           std::vector<int32_t>& order) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+  const double log_z = static_cast<double>(mx) + std::log(sum);
+  auto lp = [&](int32_t i) { return static_cast<float>(logits[i] - log_z); };
+  TokenLogprob out;
+  out.id = token;
+  out.logprob = lp(token);
+  k = static_cast<int>(std::min<int64_t>(k, n_vocab));
+  if (k > 0) {
+    order.resize(static_cast<size_t>(n_vocab));
+    for (int64_t i = 0; i < n_vocab; ++i) order[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int j = 0; j < k; ++j) out.top.emplace_back(order[j], lp(order[j]));
+  }
+  return out;
+}
+
+}  // namespace
+
 void Scheduler::after_logits(Slot& s, const float* logits) {
   const Tokenizer& tok = model_->tokenizer();
   const GenerationParams& p = s.req->params();
@@ -324,7 +363,13 @@ void Scheduler::after_logits(Slot& s, const float* logits) {
   }
   ++s.n_gen;
   const std::string out = s.text->push(tok.token_to_piece(next, false));
-  s.req->append(out, s.n_gen);
+  if (p.logprobs >= 0) {
+    TokenLogprob lp =
+        token_logprob(logits, model_->hparams().n_vocab, next, p.logprobs, order_);
+    s.req->append(out, s.n_gen, &lp);
+  } else {
+    s.req->append(out, s.n_gen);
+  }
   if (s.text->stopped()) {
     release(s, FinishReason::kStop);
     return;

@@ -50,6 +50,16 @@ struct GenerationParams {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   bool cache_prompt = true;  // may reuse cached KV of an earlier prompt (llama-server's field)
+  // Log probabilities of each generated token (the model's distribution: log softmax of the
+  // logits, before any sampling transformation) and of the top `logprobs` candidates; -1: none.
+  int logprobs = -1;
+};
+
+// One generated token's log probability and its step's most likely candidates.
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
 };
 
 // One generation request and its results, shared between the submitter and the worker.
@@ -71,6 +81,9 @@ class GenRequest {
     FinishReason reason = FinishReason::kNone;
     std::string error;  // when reason == kError
     int n_prompt = 0, n_generated = 0;
+    // New tokens' log probabilities since the last take (when params().logprobs >= 0), in
+    // generation order; a token's entry may come before its text (held back by the stream).
+    std::vector<TokenLogprob> logprobs;
   };
   // Waits until there is new text or the request is done, or `timeout` passes; moves the
   // new text out.
@@ -84,7 +97,7 @@ class GenRequest {
 
   // Worker side.
   void mark_started();
-  void append(const std::string& text, int n_generated);
+  void append(const std::string& text, int n_generated, TokenLogprob* logprob = nullptr);
   void finish(FinishReason reason, std::string error = {});
 
  private:
@@ -94,6 +107,7 @@ class GenRequest {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;
+  std::vector<TokenLogprob> logprobs_;
   bool done_ = false;
   bool started_ = false;
   FinishReason reason_ = FinishReason::kNone;
@@ -176,6 +190,7 @@ class Scheduler {
   uint64_t use_clock_ = 0;  // slots' last use, for least-recently-used choices
   size_t prefill_rr_ = 0;
   std::vector<float> logits_;
+  std::vector<int32_t> order_;  // after_logits' top-candidate scratch [n_vocab]
   std::vector<SeqStep> steps_;
   std::vector<Slot*> step_slots_;
 

@@ -71,6 +71,35 @@ TEST_F(ServerRequest, FieldsAreRead) {
   EXPECT_FLOAT_EQ(r.gen.sampling.repeat_penalty, 1.1f);
   EXPECT_EQ(ok(R"({"prompt": [1, 5, 6]})").prompt, (std::vector<int32_t>{1, 5, 6}));
   EXPECT_EQ(ok(R"({"prompt": "a", "max_completion_tokens": 3})").gen.max_tokens, 3);
+  EXPECT_EQ(r.gen.logprobs, -1);  // null: none
+  EXPECT_TRUE(r.gen.cache_prompt);
+  EXPECT_FALSE(ok(R"({"prompt": "a", "cache_prompt": false})").gen.cache_prompt);
+}
+
+TEST_F(ServerRequest, LogprobsAsOpenAiAsksForThem) {
+  // Completions: an integer (the top candidates per token), or llama.cpp's n_probs.
+  EXPECT_EQ(ok(R"({"prompt": "a", "logprobs": 3})").gen.logprobs, 3);
+  EXPECT_EQ(ok(R"({"prompt": "a", "logprobs": 0})").gen.logprobs, 0);
+  EXPECT_EQ(ok(R"({"prompt": "a", "logprobs": false})").gen.logprobs, -1);
+  EXPECT_EQ(ok(R"({"prompt": "a", "n_probs": 5})").gen.logprobs, 5);
+  // Chat: a boolean, with top_logprobs.
+  info_.n_ctx_slot = 200;
+  const char* msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(ok(std::string("{") + msgs + R"(, "logprobs": true})", true).gen.logprobs, 0);
+  EXPECT_EQ(ok(std::string("{") + msgs + R"(, "logprobs": true, "top_logprobs": 4})", true)
+                .gen.logprobs,
+            4);
+  EXPECT_EQ(ok(std::string("{") + msgs + R"(, "logprobs": false})", true).gen.logprobs, -1);
+  EXPECT_NE(err(std::string("{") + msgs + R"(, "top_logprobs": 2})", true)
+                .message.find("'top_logprobs' needs 'logprobs': true"),
+            std::string::npos);
+  EXPECT_NE(err(std::string("{") + msgs + R"(, "logprobs": 3})", true)
+                .message.find("'logprobs': expected true or false, found integer"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"prompt": "a", "logprobs": 21})").message.find("'logprobs': expected an integer in [0, 20]"),
+            std::string::npos);
+  EXPECT_NE(err(R"({"prompt": "a", "logprobs": "x"})").message.find("'logprobs': expected an integer"),
+            std::string::npos);
 }
 
 TEST_F(ServerRequest, ChatUsesTheTemplateAndFillsTheContextByDefault) {

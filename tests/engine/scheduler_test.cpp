@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "../model/tiny_model.h"
@@ -252,6 +254,57 @@ TEST(Scheduler, PromptCacheStaysWithinItsBudget) {
   EXPECT_EQ(runs[7].stats.prompt_tokens_reused, 0u);
   EXPECT_EQ(runs[8].stats.prompt_tokens_reused, 40u);
   EXPECT_EQ(runs[9].stats.prompt_tokens_reused, 40u);
+}
+
+TEST(Scheduler, LogprobsAreTheModelsLogSoftmax) {
+  Fixture f = make_model(GgmlType::Q8_0);
+  SchedulerParams sp;
+  sp.n_parallel = 2;
+  sp.n_ctx_slot = 64;
+  sp.n_batch = 8;
+  Scheduler sched(f.model, nullptr, sp);
+  GenerationParams p;
+  p.max_tokens = 10;
+  p.ignore_eos = true;
+  p.sampling.temp = 0.7f;  // sampled: the chosen token is not always the top one
+  p.sampling.seed = 5;
+  p.logprobs = 3;
+  const std::vector<int32_t> prompt = prompt_of(12, 4);
+  auto r = std::make_shared<GenRequest>(prompt, p);
+  ASSERT_EQ(sched.submit(r), SubmitResult::kAccepted);
+  const GenRequest::Update u = r->wait_all();
+  ASSERT_EQ(u.logprobs.size(), 10u);
+  // The same tokens through a session: each step's logits, log-softmaxed in double.
+  SessionParams ssp;
+  ssp.n_ctx = 64;
+  ssp.n_batch = 8;
+  Session s(f.model, ssp);
+  ASSERT_TRUE(s.eval(prompt).ok());
+  for (const TokenLogprob& lp : u.logprobs) {
+    const std::vector<float>& l = s.logits();
+    double z = 0;
+    const float mx = *std::max_element(l.begin(), l.end());
+    for (float v : l) z += std::exp(static_cast<double>(v - mx));
+    auto want = [&](int32_t id) { return static_cast<double>(l[id] - mx) - std::log(z); };
+    EXPECT_NEAR(lp.logprob, want(lp.id), 1e-5);
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].first,
+              static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin()));
+    for (size_t j = 0; j < lp.top.size(); ++j) {
+      EXPECT_NEAR(lp.top[j].second, want(lp.top[j].first), 1e-5);
+      if (j > 0) {
+        EXPECT_GE(lp.top[j - 1].second, lp.top[j].second);
+      }
+    }
+    EXPECT_LE(lp.logprob, lp.top[0].second);
+    const int32_t one[1] = {lp.id};
+    ASSERT_TRUE(s.eval(one).ok());
+  }
+  // Without the field, none.
+  p.logprobs = -1;
+  auto q = std::make_shared<GenRequest>(prompt, p);
+  ASSERT_EQ(sched.submit(q), SubmitResult::kAccepted);
+  EXPECT_TRUE(q->wait_all().logprobs.empty());
 }
 
 TEST(Scheduler, ContextFullEndsWithLength) {

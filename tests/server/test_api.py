@@ -194,6 +194,40 @@ def test_prompt_cache_reuses_kv_and_changes_no_output(smollm2_server, client, mo
     assert metric(smollm2_server, "hotcold_prompt_cache_bytes") >= 0
 
 
+def test_logprobs_completion_and_chat(client, model_id):
+    """OpenAI's logprobs: per generated token its log probability and the top candidates',
+    most likely first; greedy picks the top one; streamed chunks carry their tokens' too."""
+    import math
+    r = client.completions.create(model=model_id, prompt=PROMPTS[0], max_tokens=8, temperature=0,
+                                  logprobs=3)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == 8
+    assert "".join(lp.tokens) == r.choices[0].text
+    assert lp.text_offset == [sum(len(t.encode()) for t in lp.tokens[:i]) for i in range(8)]
+    for tok, val, top in zip(lp.tokens, lp.token_logprobs, lp.top_logprobs):
+        assert val <= 0 and len(top) == 3
+        assert math.isclose(max(top.values()), val, abs_tol=1e-6)  # greedy: the top candidate
+        assert sum(math.exp(v) for v in top.values()) <= 1 + 1e-6
+    streamed = []
+    for chunk in client.completions.create(model=model_id, prompt=PROMPTS[0], max_tokens=8,
+                                           temperature=0, logprobs=3, stream=True):
+        if chunk.choices and chunk.choices[0].logprobs:
+            streamed += chunk.choices[0].logprobs.token_logprobs
+    assert streamed == lp.token_logprobs
+    c = client.chat.completions.create(model=model_id, max_tokens=6, temperature=0, logprobs=True,
+                                       top_logprobs=2,
+                                       messages=[{"role": "user", "content": "Say hello."}])
+    content = c.choices[0].logprobs.content
+    assert len(content) == 6
+    assert b"".join(bytes(t.bytes) for t in content).decode() == c.choices[0].message.content
+    for t in content:
+        assert len(t.top_logprobs) == 2 and t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob
+        assert math.isclose(t.top_logprobs[0].logprob, t.logprob, abs_tol=1e-6)
+    plain = client.chat.completions.create(model=model_id, max_tokens=2, temperature=0,
+                                           messages=[{"role": "user", "content": "Say hello."}])
+    assert plain.choices[0].logprobs is None
+
+
 def test_web_page_served(smollm2_server):
     status, headers, raw = smollm2_server.request("GET", "/")
     assert status == 200 and headers["Content-Type"].startswith("text/html")

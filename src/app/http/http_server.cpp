@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <iterator>
 #include <sstream>
 
 #include "app/server.h"
@@ -62,9 +63,54 @@ struct Server final : HttpServer {
             {"total_tokens", u.n_prompt + u.n_generated}};
   }
 
-  // One streamed chunk (or the whole non-streamed body).
+  // OpenAI's logprobs object for these tokens (their pieces as text; with their bytes for
+  // chat, whose pieces may be part of a character). Completions' text_offset: each token's
+  // byte offset in the completion's text, counted on from *text_offset.
+  json logprobs_json(const CompletionRequest& r, const std::vector<TokenLogprob>& probs,
+                     int64_t* text_offset) const {
+    const Tokenizer& tok = info.model->tokenizer();
+    auto bytes = [](const std::string& piece) {
+      json b = json::array();
+      for (unsigned char ch : piece) b.push_back(static_cast<int>(ch));
+      return b;
+    };
+    if (r.chat) {
+      json content = json::array();
+      for (const TokenLogprob& p : probs) {
+        const std::string piece = tok.token_to_piece(p.id, false);
+        json top = json::array();
+        for (const auto& [id, lp] : p.top) {
+          const std::string t = tok.token_to_piece(id, false);
+          top.push_back({{"token", t}, {"logprob", lp}, {"bytes", bytes(t)}});
+        }
+        content.push_back(
+            {{"token", piece}, {"logprob", p.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", top}});
+      }
+      return {{"content", content}};
+    }
+    json tokens = json::array(), lps = json::array(), tops = json::array(), offs = json::array();
+    for (const TokenLogprob& p : probs) {
+      const std::string piece = tok.token_to_piece(p.id, false);
+      tokens.push_back(piece);
+      lps.push_back(p.logprob);
+      json top = json::object();
+      for (const auto& [id, lp] : p.top) {
+        const std::string t = tok.token_to_piece(id, false);
+        if (!top.contains(t)) top[t] = lp;  // two ids with one piece: the likelier one
+      }
+      tops.push_back(top);
+      offs.push_back(*text_offset);
+      *text_offset += static_cast<int64_t>(piece.size());
+    }
+    return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
+            {"text_offset", offs}};
+  }
+
+  // One streamed chunk (or the whole non-streamed body). probs: the tokens' log probabilities
+  // when the request asked for them.
   json choice_json(const CompletionRequest& r, const std::string& text, bool stream,
-                   const char* finish, bool first) const {
+                   const char* finish, bool first, const std::vector<TokenLogprob>* probs = nullptr,
+                   int64_t* text_offset = nullptr) const {
     json c = {{"index", 0}};
     if (r.chat) {
       if (stream) {
@@ -77,8 +123,9 @@ struct Server final : HttpServer {
       }
     } else {
       c["text"] = text;
-      c["logprobs"] = nullptr;
     }
+    c["logprobs"] = r.gen.logprobs >= 0 && probs ? logprobs_json(r, *probs, text_offset)
+                                                 : json(nullptr);
     c["finish_reason"] = finish ? json(finish) : json(nullptr);
     return c;
   }
@@ -133,18 +180,20 @@ struct Server final : HttpServer {
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     if (r->stream) {
       auto first = std::make_shared<bool>(true);
+      auto offset = std::make_shared<int64_t>(0);
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, r, gen, id, first](size_t, httplib::DataSink& sink) {
+          [this, r, gen, id, first, offset](size_t, httplib::DataSink& sink) {
             GenRequest::Update u = gen->take(std::chrono::milliseconds(100));
             auto send = [&](const json& j) {
               const std::string line = "data: " + dump(j) + "\n\n";
               return sink.write(line.data(), line.size());
             };
-            if (!u.text.empty() || (*first && r->chat)) {
+            if (!u.text.empty() || !u.logprobs.empty() || (*first && r->chat)) {
               json j = envelope(*r, id, true);
-              j["choices"] = json::array({choice_json(*r, u.text, true, nullptr, *first)});
+              j["choices"] = json::array(
+                  {choice_json(*r, u.text, true, nullptr, *first, &u.logprobs, offset.get())});
               *first = false;
               if (!send(j)) {
                 gen->cancel();  // the client went away
@@ -179,13 +228,16 @@ struct Server final : HttpServer {
     // cancels the request.
     res.set_chunked_content_provider(
         "application/json; charset=utf-8",
-        [this, r, gen, id, text = std::make_shared<std::string>()](size_t, httplib::DataSink& sink) {
+        [this, r, gen, id, text = std::make_shared<std::string>(),
+         probs = std::make_shared<std::vector<TokenLogprob>>()](size_t, httplib::DataSink& sink) {
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
           GenRequest::Update u;
           while (!u.done && std::chrono::steady_clock::now() < deadline) {
             u = gen->take(std::chrono::duration_cast<std::chrono::milliseconds>(
                 deadline - std::chrono::steady_clock::now()));
             *text += u.text;
+            probs->insert(probs->end(), std::make_move_iterator(u.logprobs.begin()),
+                          std::make_move_iterator(u.logprobs.end()));
           }
           if (!u.done) {
             if (!sink.write(" ", 1)) {
@@ -199,7 +251,9 @@ struct Server final : HttpServer {
             body = error_json(early_end_error(u));
           } else {
             json j = envelope(*r, id, false);
-            j["choices"] = json::array({choice_json(*r, *text, false, finish_name(u.reason), false)});
+            int64_t offset = 0;
+            j["choices"] = json::array(
+                {choice_json(*r, *text, false, finish_name(u.reason), false, probs.get(), &offset)});
             j["usage"] = usage_json(u);
             body = dump(j);
           }
