@@ -14,6 +14,12 @@ than --max-rss-growth-mib between the end of the warm-up and the end of the run.
 
   bench/serve_load.py -m MODEL.gguf --repeat-prompt 1000 [--rounds 3] [--max-repeat-ratio 0.3]
 
+--llama-server PATH (or --llama-server native: scripts/build_llama_cpp.sh's build) runs the same
+load against llama.cpp's llama-server on the same file (same slots, context, threads; its
+prompt cache on, as by default): the ratio of the two runs' tok/s is the comparison. llama-server
+is not batch-invariant, so its streams are checked for completeness only (outputs that differ
+from its own one-at-a-time text are counted, not failed).
+
 The prompt cache instead: one client sends a prompt of that many tokens (WikiText-2 text, as
 token ids), then the same prompt again, then the same prompt with a different last sentence
 (a chat's next turn), each streamed, one at a time, in --rounds rounds with other prompts in
@@ -49,7 +55,40 @@ def rss_mib(pid):
         return 0.0
 
 
+def start_llama_server(args):
+    path = args.llama_server
+    if path == "native":
+        root = Path(__file__).resolve().parents[1]
+        d = subprocess.run(["bash", str(root / "scripts" / "build_llama_cpp.sh")], check=True,
+                           capture_output=True, text=True).stdout.strip()
+        path = str(Path(d) / "bin" / "llama-server")
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [path, "-m", args.model, "--host", "127.0.0.1", "--port", str(port),
+           "-np", str(args.parallel), "-c", str(args.parallel * args.ctx_per_slot),
+           "-t", str(args.threads), "-tb", str(args.threads), "--no-webui"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc, "127.0.0.1", port
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    proc.kill()
+    raise SystemExit(f"llama-server did not start: {' '.join(cmd)}")
+
+
 def start_server(args):
+    if args.llama_server:
+        return start_llama_server(args)
     cmd = [args.bin, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
            "--parallel", str(args.parallel), "-c", str(args.parallel * args.ctx_per_slot),
            "-t", str(args.threads), "--max-queue", str(args.clients)]
@@ -96,6 +135,8 @@ def request(host, port, body, stream):
                 text.append(c["text"])
             finish = c.get("finish_reason") or finish
     conn.close()
+    if n_tok is None:  # no usage chunk (llama-server): a streamed chunk per token
+        n_tok = len(text)
     return "".join(text), finish, n_tok, ttft, time.perf_counter() - t0, complete
 
 
@@ -153,6 +194,9 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--max-rss-growth-mib", type=float, default=24.0)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--llama-server", default="",
+                    help="run the load against llama.cpp's llama-server at this path "
+                         "('native': scripts/build_llama_cpp.sh's build)")
     ap.add_argument("--repeat-prompt", type=int, default=0,
                     help="prompt-cache check with a prompt of this many tokens (see above)")
     ap.add_argument("--rounds", type=int, default=3, help="--repeat-prompt: rounds")
@@ -250,14 +294,18 @@ def main():
         "ttft_p50_s": round(pct(res["ttft"], 50), 3), "ttft_p95_s": round(pct(res["ttft"], 95), 3),
         "rss_warm_mib": round(rss_warm, 1), "rss_peak_mib": round(max(rss_samples or [0]), 1),
         "rss_end_mib": round(rss_end, 1), "server_exit": rc,
+        "engine": "llama-server" if args.llama_server else "hotcold",
     }
     print(json.dumps(out, indent=1))
     for e in res["errors"][:5]:
         print("[load] error:", e, file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
-    bad = (res["errors"] or res["mismatch"] or res["incomplete"] or rc != 0 or n_req == 0
-           or rss_end - rss_warm > args.max_rss_growth_mib)
+    # llama-server: not batch-invariant (outputs under load may differ from one at a time), and
+    # its RSS is its own affair; only failures and incomplete streams count.
+    strict = not args.llama_server
+    bad = (res["errors"] or (strict and res["mismatch"]) or res["incomplete"] or rc != 0
+           or n_req == 0 or (strict and rss_end - rss_warm > args.max_rss_growth_mib))
     sys.exit(1 if bad else 0)
 
 
