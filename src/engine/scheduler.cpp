@@ -298,14 +298,15 @@ void Scheduler::release(Slot& s, FinishReason reason, std::string error) {
     const std::string tail = s.text->flush();
     if (!tail.empty()) s.req->append(tail, s.n_gen);
   }
-  s.req->finish(reason, std::move(error));
   {
+    // Counted before the request is finished: a client that saw it end reads the stats with it.
     std::lock_guard<std::mutex> lk(mu_);
     --stats_.active_slots;
     if (reason == FinishReason::kCancelled) ++stats_.requests_cancelled;
     else if (reason == FinishReason::kError) ++stats_.requests_failed;
     else ++stats_.requests_finished;
   }
+  s.req->finish(reason, std::move(error));
   s.req.reset();
   s.state = Slot::State::kFree;
   s.new_request = false;
