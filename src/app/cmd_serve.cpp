@@ -1,6 +1,8 @@
 // hotcold serve: the OpenAI-compatible HTTP server (app/server.h) with flags as llama.cpp's
 // llama-server has them (-m, --host, --port, -np/--parallel, -c is the total context that the
-// slots share, -a/--alias).
+// slots share, -a/--alias). The device flags of run (-ngl, --vram-budget / --stats, --plan,
+// --dynamic, --migrate) serve over the hot/cold split: each slot has its own device session
+// (engine/scheduler.h).
 #include <pthread.h>
 #include <signal.h>
 
@@ -10,6 +12,7 @@
 #include "app/commands.h"
 #include "app/common.h"
 #include "app/device_setup.h"
+#include "app/dynamic_setup.h"
 #include "app/server.h"
 #include "core/log.h"
 #include "engine/chat_template.h"
@@ -24,6 +27,7 @@ struct ServeFlags {
   ModelFlags model;
   SparseFlags sparse;
   DeviceFlags device;
+  DynamicFlags dynamic;
   ServerOptions server;
   int parallel = 1;
   int max_queue = 64;
@@ -77,10 +81,6 @@ Status serve(ServeFlags& f) {
   f.sparse.apply_to(&mf);
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
   HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
-  if (f.device.enabled())
-    return Status::Error("-ngl / --vram-budget / --plan: the server's batched decode runs on the "
-                         "host only for now (a second device serves one sequence per session: "
-                         "use hotcold run, bench or perplexity)");
   if (f.server.chat_template.empty()) {
     auto t = model->gguf().get_string("tokenizer.chat_template");
     f.server.chat_template = t.ok() ? *t : "chatml";
@@ -106,8 +106,30 @@ Status serve(ServeFlags& f) {
   f.server.max_body_bytes = static_cast<size_t>(f.max_body_kib) * 1024;
   f.server.shutdown_grace = std::chrono::milliseconds(static_cast<int64_t>(f.grace_s * 1000));
 
-  HC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv,
-                      open_http_server({model, sparse, sp, f.server, f.model.model}));
+  // Hybrid serving: the placement for every slot's KV (n_parallel x n_ctx_slot) and buffers.
+  SchedulerDevice dev;
+  HC_ASSIGN_OR_RETURN(dev.model,
+                      device_from_flags(f.device, f.sparse, f.model.model, *model, sparse.get(),
+                                        sp.n_ctx_slot * sp.n_parallel, sp.n_parallel));
+  HC_ASSIGN_OR_RETURN(dev.dynamic, make_dynamic(*model, f.dynamic, sparse.get(), dev.model.get(),
+                                                f.sparse.stats));
+  std::unique_ptr<Scheduler> sched;
+  if (dev.model || dev.dynamic) {
+    HC_ASSIGN_OR_RETURN(sched, Scheduler::create(model, sparse, sp, std::move(dev)));
+    const SchedulerStats st = sched->stats();
+    if (st.device_kv_bytes > 0)
+      HC_LOG_INFO("device: KV cache %.1f MiB on the device (%d slots)",
+                  st.device_kv_bytes / 1048576.0, sp.n_parallel);
+  } else {
+    sched = std::make_unique<Scheduler>(model, sparse, sp);
+  }
+
+  HttpServerConfig cfg;
+  cfg.model = model;
+  cfg.sched = std::move(sched);
+  cfg.opts = f.server;
+  cfg.model_path = f.model.model;
+  HC_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> srv, open_http_server(std::move(cfg)));
   HC_ASSIGN_OR_RETURN(int port, srv->bind());
   HC_LOG_INFO("chat template: %s; %d slot(s) x %d tokens of context, queue of %d, %d thread(s)",
               family.c_str(), sp.n_parallel, sp.n_ctx_slot, sp.max_queue, sp.n_threads);
@@ -131,6 +153,7 @@ int cmd_serve(const Args& args) {
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);
+  add_dynamic_flags(p, &f.dynamic);
   p.add_string("--host", &f.server.host, "address to listen on");
   p.add_int("--port", &f.server.port, "port to listen on; 0: any free port");
   p.add_int("-np,--parallel", &f.parallel,

@@ -184,7 +184,8 @@ Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                                                              const SparseFlags& sf,
                                                              const std::string& model_path,
                                                              const LlamaModel& model,
-                                                             const SparseFfn* sparse, int n_ctx) {
+                                                             const SparseFfn* sparse, int n_ctx,
+                                                             int n_sessions) {
   if (!f.enabled()) return std::shared_ptr<DeviceModel>();
   if (f.n_gpu_layers < 0)
     return Status::Error("-ngl: expected a non-negative layer count, found " +
@@ -210,19 +211,40 @@ Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                          std::to_string(f.device_threads));
   const uint64_t budget = f.vram_budget_gib >= 0 ? gib_to_bytes(f.vram_budget_gib) : 0;
   HC_ASSIGN_OR_RETURN(std::shared_ptr<ops::Device> dev, open_device_from_flags(f, budget));
+  // More than one session (serve's slots): the others' buffers come off what the placement may
+  // use (each session's KV is in n_ctx already); an upper bound, whatever goes where.
+  const uint64_t full_budget = budget ? budget : dev->budget_bytes();
+  uint64_t place_budget = full_budget;
+  if (n_sessions > 1 && place_budget > 0) {
+    const LlamaHParams& hp = model.hparams();
+    const uint64_t one =
+        moe ? DeviceSession::moe_scratch_bytes(*dev, model, forward_ubatch(hp), true, true)
+            : DeviceSession::scratch_bytes(*dev, model, forward_ubatch(hp), true, !sparse,
+                                           sparse != nullptr, true);
+    const uint64_t extra = one * static_cast<uint64_t>(n_sessions - 1);
+    if (extra >= place_budget)
+      return Status::Error("the device budget (" + std::to_string(place_budget >> 20) +
+                           " MiB) does not hold the buffers of " + std::to_string(n_sessions) +
+                           " sessions (" + std::to_string((extra + one) >> 20) +
+                           " MiB): fewer slots (-np) or a larger --vram-budget");
+    place_budget -= extra;
+  }
   DevicePlacement p;
   p.n_gpu_layers = f.n_gpu_layers;
   p.n_cpu_moe = f.cpu_moe ? model.hparams().n_layer : f.n_cpu_moe;
   if ((sparse || moe) && (f.vram_budget_gib >= 0 || !f.plan.empty()) && f.n_gpu_layers == 0) {
     HC_ASSIGN_OR_RETURN(sparse::PlacementPlan plan,
-                        plan_for(f, sf, model_path, model, sparse, *dev, n_ctx, budget ? budget
-                                                                            : dev->budget_bytes()));
+                        plan_for(f, sf, model_path, model, sparse, *dev, n_ctx, place_budget));
     for (const sparse::LayerPlacement& lp : plan.layers) {
       p.attn.push_back(lp.attn_on_device);
       (moe ? p.experts : p.hot).push_back(lp.hot);
     }
   } else if (!sparse && f.vram_budget_gib >= 0 && f.n_gpu_layers == 0) {
-    p.n_gpu_layers = dense_layers_that_fit(model, *dev, n_ctx, budget);
+    p.n_gpu_layers =
+        dense_layers_that_fit(model, *dev, n_ctx,
+                              budget > full_budget - place_budget
+                                  ? budget - (full_budget - place_budget)
+                                  : 0);
   }
   const double t0 = now_seconds();
   HC_ASSIGN_OR_RETURN(std::unique_ptr<DeviceModel> dm,

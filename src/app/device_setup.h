@@ -37,11 +37,14 @@ Result<std::shared_ptr<ops::Device>> open_device_from_flags(const DeviceFlags& f
 // The device placement the flags ask for, built (weights uploaded), or null when they ask for
 // none. sparse: the session's sparse FFN or null; n_ctx: the session's context (KV on device).
 // Logs one line saying what went where. Mutable: dynamic placement migrates its hot neurons.
+// n_sessions: sessions that will run on it (serve's slots; n_ctx is then their total context):
+// the placement leaves room for each one's device buffers.
 Result<std::shared_ptr<DeviceModel>> device_from_flags(const DeviceFlags& f,
                                                              const SparseFlags& sf,
                                                              const std::string& model_path,
                                                              const LlamaModel& model,
-                                                             const SparseFfn* sparse, int n_ctx);
+                                                             const SparseFfn* sparse, int n_ctx,
+                                                             int n_sessions = 1);
 
 // device_from_flags for a session's model and context, attached to the session. *placed (when
 // given) receives the device model (null when none), which the session keeps alive.

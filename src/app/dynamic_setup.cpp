@@ -79,28 +79,36 @@ Result<DynamicOptions> dynamic_options(const DynamicFlags& f) {
   return o;
 }
 
-Result<std::shared_ptr<DynamicSparsity>> attach_dynamic(Session& session, const DynamicFlags& f,
-                                                        const SparseFfn* sparse, DeviceModel* dm,
-                                                        const std::string& stats_path) {
+Result<std::shared_ptr<DynamicSparsity>> make_dynamic(const LlamaModel& model,
+                                                      const DynamicFlags& f,
+                                                      const SparseFfn* sparse, DeviceModel* dm,
+                                                      const std::string& stats_path) {
   if (!f.enabled()) return std::shared_ptr<DynamicSparsity>();
-  if (!sparse && !session.model().hparams().is_moe())
+  if (!sparse && !model.hparams().is_moe())
     return Status::Error(std::string(f.dynamic ? "--dynamic" : f.migrate ? "--migrate" : "--dyn-watch") +
                          " needs a sparse FFN (--sparsity S --stats FILE, --sparse or --predictor)");
   HC_ASSIGN_OR_RETURN(DynamicOptions opt, dynamic_options(f));
   HC_ASSIGN_OR_RETURN(std::unique_ptr<DynamicSparsity> dyn,
-                      DynamicSparsity::create(session.model(), sparse, dm, opt));
+                      DynamicSparsity::create(model, sparse, dm, opt));
   if (!stats_path.empty()) {
     HC_ASSIGN_OR_RETURN(ActStats stats, ActStats::read(stats_path));
     HC_TRY(dyn->seed(stats));
   }
-  std::shared_ptr<DynamicSparsity> shared(std::move(dyn));
-  session.set_dynamic(shared);
   HC_LOG_INFO("dynamic sparsity: %s%s%s, audit 1/%d, half-life %.0f tokens",
               f.dynamic ? "thresholds toward " : "", f.dynamic ? f.target.c_str() : "",
               f.migrate ? (f.dynamic ? " + migration" : "migration")
                         : (f.dynamic ? "" : "statistics only"),
               f.audit_every, static_cast<double>(f.half_life));
-  return shared;
+  return std::shared_ptr<DynamicSparsity>(std::move(dyn));
+}
+
+Result<std::shared_ptr<DynamicSparsity>> attach_dynamic(Session& session, const DynamicFlags& f,
+                                                        const SparseFfn* sparse, DeviceModel* dm,
+                                                        const std::string& stats_path) {
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DynamicSparsity> dyn,
+                      make_dynamic(session.model(), f, sparse, dm, stats_path));
+  if (dyn) session.set_dynamic(dyn);
+  return dyn;
 }
 
 }  // namespace hc

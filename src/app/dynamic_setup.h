@@ -28,6 +28,13 @@ void add_dynamic_flags(ArgParser& p, DynamicFlags* f);
 // The options the flags describe (errors: a malformed target, values out of range).
 Result<DynamicOptions> dynamic_options(const DynamicFlags& f);
 
+// The dynamic sparsity the flags ask for (null when they ask for none), for `model`: what
+// attach_dynamic attaches, or a server's scheduler (SchedulerDevice).
+Result<std::shared_ptr<DynamicSparsity>> make_dynamic(const LlamaModel& model,
+                                                      const DynamicFlags& f,
+                                                      const SparseFfn* sparse, DeviceModel* dm,
+                                                      const std::string& stats_path);
+
 // Builds the dynamic sparsity the flags ask for and attaches it to the session (nothing when
 // they ask for none). sparse: the session's sparse FFN (required when enabled); dm: its device
 // model or null; stats_path: the profile the placement came from ("" none), whose firing

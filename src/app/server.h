@@ -78,8 +78,7 @@ std::variant<std::string, ApiError> detokenize_response(std::string_view body,
 // What the HTTP server is started with (hotcold serve builds it).
 struct HttpServerConfig {
   std::shared_ptr<const LlamaModel> model;
-  std::shared_ptr<const SparseFfn> sparse;
-  SchedulerParams sched;
+  std::unique_ptr<Scheduler> sched;  // over `model` (hotcold serve builds it: host or hybrid)
   ServerOptions opts;
   std::string model_path;  // names the model in /v1/models
 };
@@ -111,7 +110,7 @@ Result<std::unique_ptr<HttpServer>> open_http_server(HttpServerConfig cfg);
 //   HttpServer* hc_http_server_create(int abi, size_t config_bytes, HttpServerConfig* cfg,
 //                                     std::string* error);
 // abi and config_bytes guard against a module built from other sources than the binary.
-inline constexpr int kHttpModuleAbi = 1;
+inline constexpr int kHttpModuleAbi = 2;
 inline constexpr char kHttpModuleFile[] = "libhotcold_http.so";
 inline constexpr char kHttpModuleEntry[] = "hc_http_server_create";
 using HttpServerFactory = HttpServer* (*)(int abi, size_t config_bytes, HttpServerConfig* cfg,

@@ -119,12 +119,14 @@ struct Scheduler::Slot {
   int n_gen = 0;
   std::optional<Sampler> sampler;
   std::optional<TextStream> text;
+  std::unique_ptr<DeviceSession> ds;  // hybrid serving: this slot's device KV and buffers
 
   Slot(int n_layer, int n_ctx, int64_t kv_dim) : cache(n_layer, n_ctx, kv_dim) {}
 };
 
 Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
-                     std::shared_ptr<const SparseFfn> sparse, const SchedulerParams& params)
+                     std::shared_ptr<const SparseFfn> sparse, const SchedulerParams& params,
+                     NoStart)
     : model_(std::move(model)), sparse_(std::move(sparse)), params_(params),
       pool_(std::max(1, params.n_threads)),
       prompt_cache_(params.cache_prompt ? params.cache_ram_bytes : 0) {
@@ -138,7 +140,46 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
   scratch_.sparse = sparse_.get();
   stats_.n_slots = params_.n_parallel;
   for (const auto& sl : slots_) stats_.kv_bytes += sl->cache.bytes();
-  thread_ = std::thread([this] { worker(); });
+}
+
+Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
+                     std::shared_ptr<const SparseFfn> sparse, const SchedulerParams& params)
+    : Scheduler(std::move(model), std::move(sparse), params, NoStart{}) {
+  start();
+}
+
+void Scheduler::start() { thread_ = std::thread([this] { worker(); }); }
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const LlamaModel> model,
+                                                     std::shared_ptr<const SparseFfn> sparse,
+                                                     const SchedulerParams& params,
+                                                     SchedulerDevice device) {
+  if (device.model && &device.model->model() != model.get())
+    return Status::Error("the device placement was built for another model");
+  std::unique_ptr<Scheduler> s(
+      new Scheduler(std::move(model), std::move(sparse), params, NoStart{}));
+  if (device.model) {
+    // Device KV is not copied to the host store: with attention layers on the device, only
+    // the slots' own prefixes are reused.
+    if (device.model->n_attn_layers() > 0) s->prompt_cache_ = PromptCache(0);
+    const int64_t ubatch = forward_ubatch(s->model_->hparams());
+    for (size_t i = 0; i < s->slots_.size(); ++i) {
+      auto ds = DeviceSession::create(*device.model, s->params_.n_ctx_slot, ubatch);
+      if (!ds.ok())
+        return ds.status().with_context("slot " + std::to_string(i + 1) + " of " +
+                                        std::to_string(s->slots_.size()) +
+                                        "'s device session (its KV cache and buffers)");
+      s->stats_.device_kv_bytes += (*ds)->kv_bytes();
+      s->slots_[i]->ds = std::move(*ds);
+    }
+  }
+  if (device.dynamic) {
+    device.dynamic->attach(s->scratch_.sparse_scratch);
+    device.dynamic->attach(s->scratch_.moe);
+  }
+  s->device_ = std::move(device);
+  s->start();
+  return s;
 }
 
 Scheduler::~Scheduler() { stop(); }
@@ -363,6 +404,10 @@ void Scheduler::after_logits(Slot& s, const float* logits) {
     return;
   }
   ++s.n_gen;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    ++stats_.generated_tokens;  // every token a request receives (the first is the prompt's)
+  }
   const std::string out = s.text->push(tok.token_to_piece(next, false));
   if (p.logprobs >= 0) {
     TokenLogprob lp =
@@ -381,6 +426,17 @@ void Scheduler::after_logits(Slot& s, const float* logits) {
   }
   s.pending = next;
   s.state = Slot::State::kDecode;
+}
+
+Status Scheduler::forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
+                               std::vector<float>* logits) {
+  scratch_.device = s.ds.get();
+  if (device_.dynamic) device_.dynamic->begin_call(static_cast<int64_t>(tokens.size()));
+  Status st = llama_forward(*model_, s.cache, scratch_, pool_, tokens, pos0, false, logits);
+  // Between forward passes: the dynamic sparsity may migrate (no pass of any slot runs now).
+  if (device_.dynamic && st.ok()) st = device_.dynamic->end_call();
+  scratch_.device = nullptr;
+  return st;
 }
 
 void Scheduler::prefill_one() {
@@ -402,9 +458,8 @@ void Scheduler::prefill_one() {
     const size_t b = s.n_prompt_done, nb = static_cast<size_t>(params_.n_batch);
     const size_t len = std::min(prompt.size(), (b / nb + 1) * nb) - b;
     const double t0 = seconds_now();
-    const Status st = llama_forward(*model_, s.cache, scratch_, pool_,
-                                    std::span<const int32_t>(prompt).subspan(b, len),
-                                    static_cast<int>(b), false, &logits_);
+    const Status st = forward_slot(s, std::span<const int32_t>(prompt).subspan(b, len),
+                                   static_cast<int>(b), &logits_);
     {
       std::lock_guard<std::mutex> lk(mu_);
       stats_.prompt_seconds += seconds_now() - t0;
@@ -433,7 +488,21 @@ void Scheduler::decode_all() {
   }
   if (steps_.empty()) return;
   const double t0 = seconds_now();
-  const Status st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
+  Status st;
+  if (per_slot_decode()) {
+    // Each slot's step over the device placement with its own session (run's arithmetic).
+    const int64_t n_vocab = model_->hparams().n_vocab;
+    logits_.resize(steps_.size() * static_cast<size_t>(n_vocab));
+    for (size_t i = 0; i < steps_.size() && st.ok(); ++i) {
+      const int32_t tok[1] = {steps_[i].token};
+      st = forward_slot(*step_slots_[i], tok, steps_[i].pos, &step_logits_);
+      if (st.ok())
+        std::copy(step_logits_.begin(), step_logits_.begin() + n_vocab,
+                  logits_.begin() + static_cast<int64_t>(i) * n_vocab);
+    }
+  } else {
+    st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
+  }
   const double t1 = seconds_now();
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -441,7 +510,6 @@ void Scheduler::decode_all() {
     if (st.ok()) {
       ++stats_.decode_steps;
       stats_.decode_batch_tokens += steps_.size();
-      stats_.generated_tokens += steps_.size();
       recent_.emplace_back(t1, static_cast<int>(steps_.size()));
       while (!recent_.empty() && t1 - recent_.front().first > kRecentWindow) recent_.pop_front();
     }

@@ -17,6 +17,14 @@
 // one), or, when the bounded store of earlier prefixes (cache_ram_bytes) has a longer one, that
 // prefix copied in; a slot about to lose prompt-processed tokens saves them to the store first.
 // Reuse is cut to the prompt-processing grid, so it changes no result.
+//
+// Hybrid serving (create() with a DeviceModel): every slot also has its own DeviceSession (its
+// device KV cache and buffers, charged to the device's budget), and every forward pass of a
+// slot (prompt chunks and decode steps) runs llama_forward over the device placement with that
+// session, one slot at a time: the arithmetic of `hotcold run` with the same flags, so greedy
+// output equals run's. Dynamic sparsity (--dynamic / --migrate) watches every slot's passes and
+// migrates between them. With attention layers on the device the slots still keep their own
+// prefixes, but the host store of earlier prefixes is off (device KV is not copied out).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -34,6 +42,8 @@
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
+#include "model/device_model.h"
+#include "model/dynamic_sparsity.h"
 #include "model/kv_cache.h"
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
@@ -128,12 +138,14 @@ struct SchedulerParams {
 struct SchedulerStats {
   uint64_t requests_started = 0, requests_finished = 0, requests_cancelled = 0,
            requests_rejected = 0, requests_failed = 0;
-  uint64_t prompt_tokens = 0, generated_tokens = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t generated_tokens = 0;  // tokens sampled for requests (each one's first from its prompt)
   uint64_t decode_steps = 0, decode_batch_tokens = 0;  // mean batch = tokens / steps
   double decode_seconds = 0, prompt_seconds = 0;
   double recent_tokens_per_second = 0;  // generated tokens over the last 10 s
   int queue_depth = 0, active_slots = 0, n_slots = 0;
   uint64_t kv_bytes = 0;  // KV caches of all slots
+  uint64_t device_kv_bytes = 0;  // the slots' KV caches on the second device (hybrid serving)
   // Prompt cache: requests that reused cached KV, the prompt tokens not evaluated thanks to it,
   // the store's bytes (within cache_ram_bytes), entries and evictions.
   uint64_t prompt_cache_hits = 0, prompt_tokens_reused = 0;
@@ -143,10 +155,23 @@ struct SchedulerStats {
 
 enum class SubmitResult { kAccepted, kQueueFull, kShuttingDown };
 
+// The second device of hybrid serving and the dynamic sparsity that watches it (both optional).
+struct SchedulerDevice {
+  std::shared_ptr<DeviceModel> model;         // placement built for the scheduler's model
+  std::shared_ptr<DynamicSparsity> dynamic;   // thresholds / migration over every slot's passes
+};
+
 class Scheduler {
  public:
+  // Host only.
   Scheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
             const SchedulerParams& params);
+  // With a second device and / or dynamic sparsity: a DeviceSession per slot (errors: the
+  // device model built for another model, the slots' KV and buffers over the device's budget).
+  static Result<std::unique_ptr<Scheduler>> create(std::shared_ptr<const LlamaModel> model,
+                                                   std::shared_ptr<const SparseFfn> sparse,
+                                                   const SchedulerParams& params,
+                                                   SchedulerDevice device);
   ~Scheduler();  // stop(): cancels everything, joins the worker
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -168,6 +193,15 @@ class Scheduler {
 
  private:
   struct Slot;
+  struct NoStart {};
+  Scheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
+            const SchedulerParams& params, NoStart);
+  void start();
+  // One forward pass of one slot (prefill chunks; decode steps with a device or dynamic
+  // sparsity): its device session, the dynamic sparsity's call bracket.
+  Status forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
+                      std::vector<float>* logits);
+  bool per_slot_decode() const { return device_.model || device_.dynamic; }
   void worker();
   bool admit_locked();                  // queue -> free slots
   void setup_slot(Slot& slot);          // a new request's cached prefix (prompt cache)
@@ -182,6 +216,7 @@ class Scheduler {
   std::shared_ptr<const LlamaModel> model_;
   std::shared_ptr<const SparseFfn> sparse_;
   SchedulerParams params_;
+  SchedulerDevice device_;
   ThreadPool pool_;
   ForwardScratch scratch_;
   std::vector<std::unique_ptr<Slot>> slots_;
@@ -190,6 +225,7 @@ class Scheduler {
   uint64_t use_clock_ = 0;  // slots' last use, for least-recently-used choices
   size_t prefill_rr_ = 0;
   std::vector<float> logits_;
+  std::vector<float> step_logits_;  // one slot's decode step (per-slot decode)
   std::vector<int32_t> order_;  // after_logits' top-candidate scratch [n_vocab]
   std::vector<SeqStep> steps_;
   std::vector<Slot*> step_slots_;

@@ -123,9 +123,15 @@ TEST(DeviceCli, BadDeviceFlagsAreClearErrors) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(has(r.err, "built without the CUDA backend")) << r.err;
 #endif
-  r = run_hotcold({"serve", "-m", model, "-ngl", "2", "--port", "0"});
+  // serve takes the same device flags, with the same errors (and one of its own: the slots'
+  // device buffers must fit the budget).
+  r = run_hotcold({"serve", "-m", model, "-ngl", "2", "--device", "tpu", "--port", "0"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(has(r.err, "host only")) << r.err;
+  EXPECT_TRUE(has(r.err, "--device: expected auto, cuda, vulkan[:N] or cpu, found 'tpu'")) << r.err;
+  r = run_hotcold({"serve", "-m", model, "-ngl", "2", "--device", "cpu", "--vram-budget",
+                   "0.000001", "--parallel", "4", "--port", "0"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.err, "does not hold the buffers of 4 sessions")) << r.err;
 }
 
 }  // namespace

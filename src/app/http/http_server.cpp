@@ -305,7 +305,7 @@ struct Server final : HttpServer {
            s.recent_tokens_per_second);
     metric("hotcold_decode_tokens_per_second", "gauge",
            "Generated tokens per second of decode time since start.",
-           s.decode_seconds > 0 ? double(s.generated_tokens) / s.decode_seconds : 0.0);
+           s.decode_seconds > 0 ? double(s.decode_batch_tokens) / s.decode_seconds : 0.0);
     metric("hotcold_prompt_tokens_per_second", "gauge",
            "Prompt tokens per second of prompt time since start.",
            s.prompt_seconds > 0 ? double(s.prompt_tokens) / s.prompt_seconds : 0.0);
@@ -316,10 +316,15 @@ struct Server final : HttpServer {
     metric("hotcold_slots", "gauge", "Slots (--parallel).", s.n_slots);
     metric("hotcold_ffn_sparsity", "gauge",
            "Share of FFN neuron activations skipped (0 with the dense FFN).", s.sparse.sparsity());
+    const double ffn_all = double(s.sparse.computed) + double(s.sparse.device_computed);
     metric("hotcold_fast_device_neuron_share", "gauge",
-           "Share of firing FFN neurons served by the fast device (0: CPU only, no second device).",
-           0.0);
+           "Share of the sparse FFN's neuron computations (neurons x tokens) done on the fast "
+           "device (0: CPU only, no second device).",
+           ffn_all > 0 ? double(s.sparse.device_computed) / ffn_all : 0.0);
     metric("hotcold_kv_cache_bytes", "gauge", "KV cache bytes of all slots.", double(s.kv_bytes));
+    metric("hotcold_device_kv_cache_bytes", "gauge",
+           "KV cache bytes of all slots on the second device (hybrid serving).",
+           double(s.device_kv_bytes));
     metric("hotcold_uptime_seconds", "gauge", "Seconds since the server started.",
            double(std::time(nullptr) - started_at));
     return o.str();
@@ -403,12 +408,12 @@ struct Server final : HttpServer {
     info.file_name = std::filesystem::path(cfg.model_path).filename().string();
     info.id = opts.model_id.empty() ? std::filesystem::path(cfg.model_path).stem().string()
                                     : opts.model_id;
-    info.n_ctx_slot = cfg.sched.n_ctx_slot;
+    sched = std::move(cfg.sched);
+    info.n_ctx_slot = sched->params().n_ctx_slot;
     info.chat_template = opts.chat_template;
-    sched = std::make_unique<Scheduler>(std::move(cfg.model), std::move(cfg.sparse), cfg.sched);
     const int threads = opts.http_threads > 0
                             ? opts.http_threads
-                            : std::min(512, cfg.sched.n_parallel + cfg.sched.max_queue + 8);
+                            : std::min(512, sched->params().n_parallel + sched->params().max_queue + 8);
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     svr.set_payload_max_length(opts.max_body_bytes);
     svr.set_read_timeout(30, 0);
