@@ -125,7 +125,7 @@ TEST(CpuDevice, WeightBytesIsWhatUploadWeightCharges) {
   ASSERT_TRUE(dev);
   const int64_t cols = 256, rows = 40;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                     GgmlType::Q4_K}) {
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     std::vector<uint8_t> w = weights(t, cols, rows, 11);
     TensorView host = TensorView::make(t, w.data(), cols, rows);
     std::vector<uint8_t> packed;
@@ -153,6 +153,68 @@ TEST(CpuDevice, WeightBytesIsWhatUploadWeightCharges) {
     }
   }
   EXPECT_EQ(dev->weight_bytes(TensorView::make(GgmlType::F32, nullptr, cols, rows), 0), 0u);
+  EXPECT_EQ(dev->charged_bytes(), 0u);
+}
+
+// A host matrix in the decode layout: upload_weight builds the layout of the rows it holds, and
+// update_rows rebuilds the groups it touches, so the device's layout is always the layout of its
+// current rows (byte for byte) and its matmul equals the host's on those rows (bit for bit: the
+// same kernels), for every type with a layout.
+TEST(CpuDevice, DecodeLayoutFollowsUploadsAndRowUpdates) {
+  auto dev = open(0, 2);
+  ASSERT_TRUE(dev);
+  ThreadPool pool(2);
+  const int64_t cols = 512, rows = 70, n_dev = 37, n_tok = 3;
+  for (GgmlType t : ops_test::kAllTypes) {
+    if (!repack_available(t)) continue;
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<uint8_t> w = weights(t, cols, rows, 21);
+    TensorView host = TensorView::make(t, w.data(), cols, rows);
+    std::vector<uint8_t> host_layout(static_cast<size_t>(repack_bytes(t, cols, rows)));
+    repack_groups(host, 0, (rows + kRepackRows - 1) / kRepackRows, host_layout.data());
+    host.packed = host_layout.data();
+    std::vector<int32_t> held(static_cast<size_t>(n_dev));
+    for (int64_t j = 0; j < n_dev; ++j) held[j] = static_cast<int32_t>((j * 17 + 5) % rows);
+    auto dw = dev->upload_weight(host, held.data(), 0, n_dev, "w");
+    ASSERT_TRUE(dw.ok()) << dw.message();
+    ASSERT_NE(dw->packed, nullptr);
+    const std::vector<float> x = randn(static_cast<size_t>(n_tok * cols), 22);
+    auto dx = dev->alloc(x.size() * 4, "x");
+    auto dy = dev->alloc(static_cast<uint64_t>(n_tok * n_dev) * 4, "y");
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    ASSERT_TRUE(dev->upload(*dx, x.data(), x.size() * 4).ok());
+    const std::vector<int32_t> src = {69, 0, 33, 34, 2, 64};
+    const std::vector<int32_t> slots = {0, 36, 15, 16, 17, 31};
+    for (bool updated : {false, true}) {
+      SCOPED_TRACE(updated ? "after update_rows" : "after upload_weight");
+      if (updated) {
+        dev->update_rows(*dw, host, src.data(), slots.data(), static_cast<int64_t>(src.size()));
+        for (size_t j = 0; j < src.size(); ++j) held[slots[j]] = src[j];
+      }
+      dev->matmul(*dw, static_cast<float*>(*dx), n_tok, static_cast<float*>(*dy));
+      ASSERT_TRUE(dev->sync().ok());
+      // The host's rows held now, and their layout built from scratch.
+      const int64_t rb = row_bytes(t, cols);
+      std::vector<uint8_t> mine(static_cast<size_t>(rb * n_dev));
+      for (int64_t j = 0; j < n_dev; ++j) std::memcpy(mine.data() + j * rb, host.row(held[j]), rb);
+      TensorView v = TensorView::make(t, mine.data(), cols, n_dev);
+      const size_t lb = static_cast<size_t>(repack_bytes(t, cols, n_dev));
+      std::vector<uint8_t> layout_buf(lb + 64);  // the layout starts on a 64-byte boundary
+      uint8_t* layout = layout_buf.data() + (64 - reinterpret_cast<uintptr_t>(layout_buf.data()) % 64) % 64;
+      repack_groups(v, 0, (n_dev + kRepackRows - 1) / kRepackRows, layout);
+      ASSERT_EQ(std::memcmp(layout, dw->packed, lb), 0);
+      v.packed = layout;
+      std::vector<float> want(static_cast<size_t>(n_tok * n_dev)), got(want.size());
+      MatmulInput in;
+      in.reset(x.data(), n_tok, cols);
+      matmul(v, in, want.data(), pool);
+      ASSERT_TRUE(dev->download(got.data(), *dy, got.size() * 4).ok());
+      EXPECT_EQ(got, want);
+    }
+    dev->free(*dx);
+    dev->free(*dy);
+    dev->free_weight(*dw);
+  }
   EXPECT_EQ(dev->charged_bytes(), 0u);
 }
 

@@ -1,8 +1,11 @@
-// Decode layout (ops/cpu/repack.h): the layout round-trips to ggml's blocks; the scalar group
-// kernels are bit-identical to ggml's x86 dot product for Q4_1 / Q8_0 and agree with the
-// reference matmul for Q4_0 / Q4_K; the AVX-512 kernels equal their scalar twins bit for bit over
-// row tails, misaligned activations, several tokens and 1-3 threads; and matmul / gemm /
-// get_row read the layout when a view carries it, with the same results as without it.
+// Decode layout (ops/cpu/repack.h): the layout round-trips to ggml's blocks (quantised rows and
+// arbitrary bytes); the scalar group kernels are bit-identical to ggml's x86 dot product for
+// Q4_1 / Q8_0, agree with the reference matmul for the others, and with quant::vec_dot (the same
+// integer sums, another float order) within a bound derived from the float roundings for Q4_0 /
+// Q4_K / Q5_K / Q6_K; the AVX-512 kernels equal their scalar twins bit for bit over row tails,
+// misaligned activations, 1-17 tokens, 1-3 threads and every bit pattern of the quants and
+// scales; and matmul / gemm / get_row read the layout when a view carries it, with the same
+// results as without it.
 #include <gtest/gtest.h>
 
 #include "ops_test_util.h"
@@ -26,7 +29,41 @@ namespace {
 using ops_test::randn;
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K,
-                           GgmlType::F16};
+                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16};
+
+bool is_k_quant(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
+// Byte offsets of the fp16 scales (d, and dmin / m where the format has them) in one block.
+std::vector<int> scale_offsets(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: case GgmlType::Q8_0: return {0};
+    case GgmlType::Q4_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
+    case GgmlType::Q6_K: return {208};
+    default: return {};
+  }
+}
+
+// Random bytes for every quant and 6/8-bit scale (all bit patterns: Q6_K scales down to -128,
+// 63 as Q4_K / Q5_K scales and mins, the extreme levels), with finite fp16 block scales; F16
+// weights are random finite values.
+void random_block_bytes(GgmlType t, uint8_t* row, int64_t cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+  if (t == GgmlType::F16) {
+    auto* h = reinterpret_cast<fp16_t*>(row);
+    for (int64_t k = 0; k < cols; ++k) h[k] = fp32_to_fp16(scale(rng) * 50.0f * (byte(rng) < 128 ? -1 : 1));
+    return;
+  }
+  const int64_t bs = row_bytes(t, cols) / (cols / (is_k_quant(t) ? 256 : 32));
+  for (int64_t i = 0; i < row_bytes(t, cols); ++i) row[i] = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < cols / (is_k_quant(t) ? 256 : 32); ++b)
+    for (int off : scale_offsets(t)) {
+      const fp16_t h = fp32_to_fp16(scale(rng));
+      std::memcpy(row + b * bs + off, &h, 2);
+    }
+}
 
 // Weights in ggml's layout and in the decode layout, and quantised activations for n_tok
 // tokens (offset by `mis` bytes: blocks only naturally aligned).
@@ -37,14 +74,20 @@ struct Fixture {
   const uint8_t* xq = nullptr;
   std::vector<float> xf;
 
-  Fixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, int mis, uint32_t seed) {
+  // raw: weights of random bytes (random_block_bytes) instead of quantised random floats.
+  Fixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, int mis, uint32_t seed,
+          bool raw = false) {
     const int64_t rb = row_bytes(t, cols);
     wbuf.resize(rb * rows);
     auto wf = randn(rows * cols, seed);
     // Lanes with very different scales, one all-zero row, one row of large values.
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t k = 0; k < cols; ++k) wf[r * cols + k] *= (r % 5 == 3) ? 8.0f : (r == 1 ? 0.0f : 1.0f);
-    for (int64_t r = 0; r < rows; ++r) quant::quantize_row(t, wf.data() + r * cols, wbuf.data() + r * rb, cols);
+    std::mt19937 rng(seed);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (raw) random_block_bytes(t, wbuf.data() + r * rb, cols, rng);
+      else quant::quantize_row(t, wf.data() + r * cols, wbuf.data() + r * rb, cols);
+    }
     w = TensorView::make(t, wbuf.data(), cols, rows);
     packed.resize(ops::repack_bytes(t, cols, rows) + 64);
     uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
@@ -63,17 +106,71 @@ struct Fixture {
   }
 };
 
-int64_t cols_for(GgmlType t) { return t == GgmlType::Q4_K ? 768 : 352; }  // 352: 11 blocks
+int64_t cols_for(GgmlType t) { return is_k_quant(t) ? 768 : 352; }  // 352: 11 blocks
 
 TEST(Repack, LayoutRoundTripsToGgmlBlocks) {
   for (GgmlType t : kTypes) {
-    for (int64_t rows : {1, 16, 21, 70}) {
-      Fixture f(t, rows, cols_for(t), 1, 0, 3);
-      std::vector<uint8_t> row(row_bytes(t, f.w.ne0));
-      for (int64_t r = 0; r < rows; ++r) {
-        ops::repack_unpack_row(f.wp, r, row.data());
-        ASSERT_EQ(0, std::memcmp(row.data(), f.w.row(r), row.size()))
-            << dtype_name(t) << " rows " << rows << " row " << r;
+    for (bool raw : {false, true}) {
+      for (int64_t rows : {1, 16, 21, 70}) {
+        Fixture f(t, rows, cols_for(t), 1, 0, 3, raw);
+        std::vector<uint8_t> row(row_bytes(t, f.w.ne0));
+        for (int64_t r = 0; r < rows; ++r) {
+          ops::repack_unpack_row(f.wp, r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), f.w.row(r), row.size()))
+              << dtype_name(t) << " rows " << rows << " row " << r << " raw " << raw;
+        }
+      }
+    }
+  }
+}
+
+// Q4_0 / Q4_K / Q5_K / Q6_K sum in their own order: per block (super-block for the K-quants) the
+// integer sums of ggml's vec_dot, exactly, scaled once: acc = fma(float(isum), f16(d_w) * d_x,
+// acc) (Q4_K / Q5_K add a second FMA for the mins). ggml's vec_dot rounds the same products
+// into 8 float lanes (plus a scalar for the mins) reduced at the end. Both are sums of n terms
+// with per-term errors of a few u (convert, scale product): by the recursive-summation bound
+// each is within (n + 2) u A of the exact value, n = the terms it adds (blocks, twice for the
+// mins; ggml: + 8 for its lane reduction), A = sum over elements of |d sc q x| + |dmin m x|
+// (both paths' partial sums are bounded by it). Their distance is therefore at most
+// (2 n_terms + 12) u A with n_terms = 2 nb; a single wrong element moves the result by ~A / ne0.
+TEST(Repack, OwnOrderAgreesWithVecDotWithinRoundingBound) {
+  constexpr float kU = 0x1p-24f;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    for (bool raw : {false, true}) {
+      const int64_t rows = 21, n_tok = 3, cols = is_k_quant(t) ? 2048 : 1056;
+      Fixture f(t, rows, cols, n_tok, 0, 41, raw);
+      std::vector<float> y(n_tok * rows);
+      ops::repack_matmul_ref(f.wp, f.xq, n_tok, y.data());
+      const int64_t nb = cols / (is_k_quant(t) ? 256 : 32);
+      const GgmlType vt = quant::vec_dot_type(t);
+      const int64_t xrb = row_bytes(vt, cols), rb = row_bytes(t, cols), bs = rb / nb;
+      const bool has_min = t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+      std::vector<float> x(cols), wd(cols), wm(cols);
+      std::vector<uint8_t> part(rb);
+      for (int64_t i = 0; i < n_tok; ++i) {
+        const uint8_t* xq = f.xq + i * xrb;
+        quant::dequantize_row(vt, xq, x.data(), cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          // |d sc q| and |dmin m| per element: the row dequantised with dmin = 0, then d = 0.
+          std::memcpy(part.data(), f.w.row(r), rb);
+          for (int64_t b = 0; b < nb && has_min; ++b) std::memset(part.data() + b * bs + 2, 0, 2);
+          quant::dequantize_row(t, part.data(), wd.data(), cols);
+          std::fill(wm.begin(), wm.end(), 0.0f);
+          if (has_min) {
+            std::memcpy(part.data(), f.w.row(r), rb);
+            for (int64_t b = 0; b < nb; ++b) std::memset(part.data() + b * bs, 0, 2);
+            quant::dequantize_row(t, part.data(), wm.data(), cols);
+          }
+          double a = 0;
+          for (int64_t k = 0; k < cols; ++k)
+            a += (std::fabs(double(wd[k])) + std::fabs(double(wm[k]))) * std::fabs(double(x[k]));
+          const float want = quant::vec_dot(t, cols, f.w.row(r), xq);
+          const float got = y[i * rows + r];
+          const double bound = (2.0 * 2 * nb + 12) * kU * a * (1 + 4 * kU) + 1e-30;
+          ASSERT_LE(std::fabs(double(got) - double(want)), bound)
+              << dtype_name(t) << " raw " << raw << " token " << i << " row " << r << ": " << got
+              << " vs " << want;
+        }
       }
     }
   }
@@ -115,9 +212,11 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
   if (!ops::repack_available(GgmlType::Q4_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   for (GgmlType t : kTypes) {
     for (int64_t rows : {16, 21, 70}) {
-      for (int64_t n_tok : {1, 3, 7}) {
+      // 16, 17: a whole tile of tokens and one past it (repack.cpp's kTokenTile).
+      for (int64_t n_tok : {1, 2, 3, 7, 16, 17}) {
         for (int mis : {0, 2}) {
-          Fixture f(t, rows, t == GgmlType::Q4_K ? 1024 : 1056, n_tok, mis, 17);
+          const bool raw = n_tok % 2 == 0;  // every bit pattern of quants and scales
+          Fixture f(t, rows, is_k_quant(t) ? 1024 : 1056, n_tok, mis, 17, raw);
           std::vector<float> yr(n_tok * rows);
           ops::repack_matmul_ref(f.wp, f.xq, n_tok, yr.data());
           for (int nth : {1, 2, 3}) {
@@ -126,7 +225,7 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
             ops::repack_matmul(f.wp, f.xq, n_tok, y.data(), pool);
             ASSERT_EQ(0, std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)))
                 << dtype_name(t) << " rows " << rows << " n_tok " << n_tok << " threads " << nth
-                << " misaligned " << mis;
+                << " misaligned " << mis << " raw " << raw;
           }
         }
       }

@@ -29,8 +29,12 @@ inline int32_t ld32(const void* p) {
   return v;
 }
 
+bool is_k_quant(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
 int64_t block_elems(GgmlType t) {
-  return t == GgmlType::Q4_K ? QK_K : t == GgmlType::F16 ? 1 : 32;
+  return is_k_quant(t) ? QK_K : t == GgmlType::F16 ? 1 : 32;
 }
 
 // Quant bytes and scale bytes per block of one group.
@@ -40,9 +44,23 @@ void block_layout(GgmlType t, int64_t* qb, int64_t* sb) {
     case GgmlType::Q4_1: *qb = kQ4Chunk, *sb = 64; return;
     case GgmlType::Q8_0: *qb = kQ8Chunk, *sb = 32; return;
     case GgmlType::Q4_K: *qb = kQ4KChunk, *sb = kQ4KScaleBytes; return;
+    case GgmlType::Q5_K: *qb = kQ5KChunk, *sb = kQ4KScaleBytes; return;  // scales inline: block_at
+    case GgmlType::Q6_K: *qb = kQ6KChunk, *sb = kQ6KScaleBytes; return;  // scales inline: block_at
     case GgmlType::F16: *qb = kF16Col, *sb = 0; return;
     default: HC_CHECK(false && "no decode layout for this type");
   }
+}
+
+// Offsets in a group of block b's quants and scales (nb blocks per row).
+struct BlockAt {
+  int64_t q, s;
+};
+BlockAt block_at(GgmlType t, int64_t nb, int64_t b) {
+  int64_t qb, sb;
+  block_layout(t, &qb, &sb);
+  if (t == GgmlType::Q5_K) return {b * kQ5KBlock, b * kQ5KBlock + kQ5KChunk};
+  if (t == GgmlType::Q6_K) return {q6K_quants(b), q6K_scales(b)};
+  return {b * qb, nb * qb + b * sb};  // all quants, then all scales
 }
 
 int64_t group_bytes(GgmlType t, int64_t ne0) {
@@ -50,6 +68,89 @@ int64_t group_bytes(GgmlType t, int64_t ne0) {
   block_layout(t, &qb, &sb);
   const int64_t bytes = ne0 / block_elems(t) * (qb + sb);
   return (bytes + 63) / 64 * 64;
+}
+
+// Q4_K / Q5_K scales of row r's block (ggml's 12 bytes + d + dmin) into the layout's 320 bytes
+// at sm: sc[8][16], mn[4][16][2], d[16], dmin[16].
+void put_k4_scales(const uint8_t* scales, fp16_t d, fp16_t dmin, uint8_t* sm, int r) {
+  for (int j = 0; j < 8; ++j)
+    quant::get_scale_min_k4(j, scales, sm + 16 * j + r, sm + 128 + 32 * (j / 2) + 2 * r + j % 2);
+  std::memcpy(sm + 256 + 2 * r, &d, 2);
+  std::memcpy(sm + 288 + 2 * r, &dmin, 2);
+}
+
+// The inverse: lane r's scales and mins re-packed as ggml's 12 bytes (get_scale_min_k4's
+// inverse), and its d / dmin.
+void get_k4_scales(const uint8_t* sm, int r, uint8_t* scales, fp16_t* d, fp16_t* dmin) {
+  std::memset(scales, 0, quant::K_SCALE_SIZE);
+  for (int j = 0; j < 8; ++j) {
+    const uint8_t s = sm[16 * j + r], m = sm[128 + 32 * (j / 2) + 2 * r + j % 2];
+    if (j < 4) {
+      scales[j] |= s & 63;
+      scales[j + 4] |= m & 63;
+    } else {
+      scales[j + 4] |= (s & 0xF) | ((m & 0xF) << 4);
+      scales[j - 4] |= (s >> 4) << 6;
+      scales[j] |= (m >> 4) << 6;
+    }
+  }
+  std::memcpy(d, sm + 256 + 2 * r, 2);
+  std::memcpy(dmin, sm + 288 + 2 * r, 2);
+}
+
+// Lane `lane` of block b of a group (quants at bq, scales at bs) as ggml's block at out.
+void unpack_block(GgmlType t, const uint8_t* bq, const uint8_t* bs, int lane, uint8_t* out) {
+  switch (t) {
+    case GgmlType::Q4_0: {
+      auto& x = *reinterpret_cast<quant::block_q4_0*>(out);
+      for (int c = 0; c < 4; ++c) std::memcpy(x.qs + 4 * c, bq + 64 * c + 4 * lane, 4);
+      std::memcpy(&x.d, bs + 2 * lane, 2);
+      break;
+    }
+    case GgmlType::Q4_1: {
+      auto& x = *reinterpret_cast<quant::block_q4_1*>(out);
+      for (int c = 0; c < 4; ++c) std::memcpy(x.qs + 4 * c, bq + 64 * c + 4 * lane, 4);
+      std::memcpy(&x.d, bs + 2 * lane, 2);
+      std::memcpy(&x.m, bs + 32 + 2 * lane, 2);
+      break;
+    }
+    case GgmlType::Q8_0: {
+      auto& x = *reinterpret_cast<quant::block_q8_0*>(out);
+      for (int c = 0; c < 8; ++c) {
+        const uint32_t v = static_cast<uint32_t>(ld32(bq + 64 * c + 4 * lane)) ^ 0x80808080u;
+        std::memcpy(x.qs + 4 * c, &v, 4);
+      }
+      std::memcpy(&x.d, bs + 2 * lane, 2);
+      break;
+    }
+    case GgmlType::Q4_K: {
+      auto& x = *reinterpret_cast<quant::block_q4_K*>(out);
+      for (int c = 0; c < 32; ++c) std::memcpy(x.qs + 4 * c, bq + 64 * c + 4 * lane, 4);
+      get_k4_scales(bs, lane, x.scales, &x.d, &x.dmin);
+      break;
+    }
+    case GgmlType::Q5_K: {
+      auto& x = *reinterpret_cast<quant::block_q5_K*>(out);
+      for (int c = 0; c < 8; ++c) std::memcpy(x.qh + 4 * c, bq + 64 * c + 4 * lane, 4);
+      for (int c = 0; c < 32; ++c) std::memcpy(x.qs + 4 * c, bq + 64 * (8 + c) + 4 * lane, 4);
+      get_k4_scales(bs, lane, x.scales, &x.d, &x.dmin);
+      break;
+    }
+    case GgmlType::Q6_K: {
+      auto& x = *reinterpret_cast<quant::block_q6_K*>(out);
+      for (int t = 0; t < 16; ++t) {
+        const int h = t / 8, cc = t % 8;
+        const uint8_t* line = bq + 3 * 64 * t + 4 * lane;
+        std::memcpy(x.ql + 64 * h + 4 * cc, line, 4);
+        std::memcpy(x.ql + 64 * h + 32 + 4 * cc, line + 64, 4);
+        std::memcpy(x.qh + 32 * h + 4 * cc, line + 128, 4);
+      }
+      for (int j = 0; j < 16; ++j) std::memcpy(&x.scales[j], bs + 16 * j + lane, 1);
+      std::memcpy(&x.d, bs + 256 + 2 * lane, 2);
+      break;
+    }
+    default: HC_CHECK(false && "no decode layout for this type");
+  }
 }
 
 // ---- Scalar twins of the group kernels (same operations, same order, per lane).
@@ -117,6 +218,17 @@ void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 void q4_1_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32_ref<4, false, true>(g, nb, a, out); }
 void q8_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32_ref<8, true, false>(g, nb, a, out); }
 
+// Q4_K / Q5_K: sum_j mn_j * (activation sum of sub-block j) from the (2p, 2p + 1) pairs.
+inline int32_t k4_min_sum(const uint8_t* sm, const Act& a, int64_t b, int r) {
+  int32_t msum = 0;
+  for (int pr = 0; pr < 4; ++pr) {
+    const int32_t pair = a.corr[b * 8 + pr];
+    const int16_t b0 = static_cast<int16_t>(pair & 0xFFFF), b1 = static_cast<int16_t>(pair >> 16);
+    msum += sm[128 + 32 * pr + 2 * r] * b0 + sm[128 + 32 * pr + 2 * r + 1] * b1;
+  }
+  return msum;
+}
+
 void q4_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   const uint8_t* scales = g + nb * kQ4KChunk;
   for (int r = 0; r < kRepackRows; ++r) {
@@ -137,16 +249,85 @@ void q4_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
         hi_sum += shi * sm[32 * pr + 16 + r];
       }
       const int32_t isum16 = lo_sum * 16 + hi_sum;
-      int32_t msum = 0;
-      for (int pr = 0; pr < 4; ++pr) {
-        const int32_t pair = a.corr[b * 8 + pr];
-        const int16_t b0 = static_cast<int16_t>(pair & 0xFFFF), b1 = static_cast<int16_t>(pair >> 16);
-        msum += sm[128 + 32 * pr + 2 * r] * b0 + sm[128 + 32 * pr + 2 * r + 1] * b1;
-      }
+      const int32_t msum = k4_min_sum(sm, a, b, r);
       const float dd16 = (f16(ld16(sm + 256 + 2 * r)) * a.d[b]) * 0.0625f;
       const float dm = 0.0f - f16(ld16(sm + 288 + 2 * r)) * a.d[b];
       acc = std::fma(static_cast<float>(isum16), dd16, acc);
       acc = std::fma(static_cast<float>(msum), dm, acc);
+    }
+    out[r] = acc;
+  }
+}
+
+void q5_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  for (int r = 0; r < kRepackRows; ++r) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + b * kQ5KBlock;
+      const int8_t* aq = a.q + b * a.block_bytes;
+      const uint8_t* sm = q + kQ5KChunk;
+      int32_t isum = 0;
+      for (int pr = 0; pr < 4; ++pr) {
+        int32_t slo = 0, shi = 0;
+        for (int c = 0; c < 8; ++c) {
+          const uint8_t* w = q + 8 * 64 + (pr * 8 + c) * 64 + 4 * r;
+          const uint8_t* h = q + c * 64 + 4 * r;  // fifth bits: bit j for sub-block j
+          uint8_t lo[4], hi[4];
+          for (int i = 0; i < 4; ++i) {
+            lo[i] = static_cast<uint8_t>((w[i] & 0x0F) | (((h[i] >> (2 * pr)) & 1) << 4));
+            hi[i] = static_cast<uint8_t>((w[i] >> 4) | (((h[i] >> (2 * pr + 1)) & 1) << 4));
+          }
+          slo += dot4(lo, aq + 64 * pr + 4 * c);
+          shi += dot4(hi, aq + 64 * pr + 32 + 4 * c);
+        }
+        isum += slo * sm[32 * pr + r] + shi * sm[32 * pr + 16 + r];
+      }
+      const int32_t msum = k4_min_sum(sm, a, b, r);
+      const float dd = f16(ld16(sm + 256 + 2 * r)) * a.d[b];
+      const float dm = 0.0f - f16(ld16(sm + 288 + 2 * r)) * a.d[b];
+      acc = std::fma(static_cast<float>(isum), dd, acc);
+      acc = std::fma(static_cast<float>(msum), dm, acc);
+    }
+    out[r] = acc;
+  }
+}
+
+// Q6_K: triplet t = 8h + cc holds ql bytes 64h + 4cc (elements 128h + 4cc .. in the low
+// nibbles, + 64 in the high ones), ql bytes 64h + 32 + 4cc (+ 32, + 96) and qh bytes 32h + 4cc
+// (their top two bits at shifts 0, 2, 4, 6). Each sub-block's sum starts at -32 * its
+// activation sum (a.corr), so it is sum (q - 32) x exactly.
+void q6_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
+  for (int r = 0; r < kRepackRows; ++r) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* q = g + q6K_quants(b);
+      const int8_t* aq = a.q + b * a.block_bytes;
+      const uint8_t* sm = g + q6K_scales(b);
+      int32_t total = 0;
+      for (int h = 0; h < 2; ++h) {
+        for (int s = 0; s < 2; ++s) {  // sub-blocks 8h + s + 2k, k = 0 .. 3
+          int32_t p[4];
+          for (int k = 0; k < 4; ++k) p[k] = a.corr[b * 16 + 8 * h + s + 2 * k];
+          for (int c4 = 0; c4 < 4; ++c4) {
+            const int cc = 4 * s + c4, t = 8 * h + cc;
+            const uint8_t* A = q + (3 * t) * 64 + 4 * r;
+            const uint8_t* B = A + 64;
+            const uint8_t* H = A + 128;
+            uint8_t v[4][4];
+            for (int i = 0; i < 4; ++i) {
+              v[0][i] = static_cast<uint8_t>((A[i] & 0x0F) | ((H[i] & 3) << 4));
+              v[1][i] = static_cast<uint8_t>((B[i] & 0x0F) | (((H[i] >> 2) & 3) << 4));
+              v[2][i] = static_cast<uint8_t>((A[i] >> 4) | (((H[i] >> 4) & 3) << 4));
+              v[3][i] = static_cast<uint8_t>((B[i] >> 4) | (((H[i] >> 6) & 3) << 4));
+            }
+            for (int k = 0; k < 4; ++k) p[k] += dot4(v[k], aq + 128 * h + 32 * k + 4 * cc);
+          }
+          for (int k = 0; k < 4; ++k)
+            total += p[k] * static_cast<int8_t>(sm[16 * (8 * h + s + 2 * k) + r]);
+        }
+      }
+      const float dd = f16(ld16(sm + 256 + 2 * r)) * a.d[b];
+      acc = std::fma(static_cast<float>(total), dd, acc);
     }
     out[r] = acc;
   }
@@ -181,7 +362,7 @@ Act prepare_act(GgmlType wt, const uint8_t* row, int64_t ne0, ActBuf& buf) {
   if (static_cast<int64_t>(buf.d.size()) < nb) {
     buf.d.resize(nb);
     buf.s.resize(nb);
-    buf.corr.resize(nb * 8);
+    buf.corr.resize(nb * 16);
     buf.corr_sum.resize(nb);
   }
   Act a;
@@ -189,12 +370,16 @@ Act prepare_act(GgmlType wt, const uint8_t* row, int64_t ne0, ActBuf& buf) {
   a.s = buf.s.data();
   a.corr = buf.corr.data();
   a.corr_sum = buf.corr_sum.data();
-  if (wt == GgmlType::Q4_K) {
+  if (is_k_quant(wt)) {
     const auto* y = reinterpret_cast<const quant::block_q8_K*>(row);
     a.q = y[0].qs;
     a.block_bytes = sizeof(quant::block_q8_K);
     for (int64_t b = 0; b < nb; ++b) {
       buf.d[b] = y[b].d;
+      if (wt == GgmlType::Q6_K) {  // the -32 offset of each sub-block of 16
+        for (int j = 0; j < 16; ++j) buf.corr[b * 16 + j] = -32 * y[b].bsums[j];
+        continue;
+      }
       // Sub-block sums (|sum| <= 32 * 127 fits int16) as word pairs for vpdpwssd.
       for (int pr = 0; pr < 4; ++pr) {
         const int32_t s0 = y[b].bsums[4 * pr] + y[b].bsums[4 * pr + 1];
@@ -238,6 +423,8 @@ GroupKernelFn kernel_for(const Kernels& k, GgmlType t) {
     case GgmlType::Q4_1: return k.q4_1;
     case GgmlType::Q8_0: return k.q8_0;
     case GgmlType::Q4_K: return k.q4_K;
+    case GgmlType::Q5_K: return k.q5_K;
+    case GgmlType::Q6_K: return k.q6_K;
     case GgmlType::F16: return k.f16;
     default: HC_CHECK(false && "no decode layout for this type"); return nullptr;
   }
@@ -296,14 +483,14 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
 
 namespace repack_detail {
 const Kernels& scalar_kernels() {
-  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref};
+  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref, q5_K_ref, q6_K_ref};
   return k;
 }
 }  // namespace repack_detail
 
 bool repack_supports(GgmlType t) {
-  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0 ||
-         t == GgmlType::Q4_K || t == GgmlType::F16;
+  return t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0 || is_k_quant(t) ||
+         t == GgmlType::F16;
 }
 
 bool repack_available(GgmlType t) {
@@ -322,13 +509,10 @@ int64_t repack_group_bytes(GgmlType t, int64_t ne0) {
 }
 
 void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst) {
-  int64_t qb, sb;
-  block_layout(w.type, &qb, &sb);
   const int64_t gb = group_bytes(w.type, w.ne0);
   const int64_t nb = w.ne0 / block_elems(w.type);
   for (int64_t g = g0; g < g1; ++g) {
     uint8_t* q = dst + g * gb;
-    uint8_t* sc = q + nb * qb;
     std::memset(q, 0, static_cast<size_t>(gb));
     if (w.type == GgmlType::F16) {  // column k of row r at q[k][r]
       auto* out = reinterpret_cast<fp16_t*>(q);
@@ -341,37 +525,56 @@ void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst) {
     for (int r = 0; r < kRepackRows && g * kRepackRows + r < w.ne1; ++r) {
       const uint8_t* row = w.row(g * kRepackRows + r);
       for (int64_t b = 0; b < nb; ++b) {
+        const BlockAt at = block_at(w.type, nb, b);
+        uint8_t* bq = q + at.q;  // the block's quants
+        uint8_t* bs = q + at.s;  // and its scales
         switch (w.type) {
           case GgmlType::Q4_0: {
             const auto& x = reinterpret_cast<const quant::block_q4_0*>(row)[b];
-            for (int c = 0; c < 4; ++c) std::memcpy(q + b * qb + 64 * c + 4 * r, x.qs + 4 * c, 4);
-            std::memcpy(sc + b * sb + 2 * r, &x.d, 2);
+            for (int c = 0; c < 4; ++c) std::memcpy(bq + 64 * c + 4 * r, x.qs + 4 * c, 4);
+            std::memcpy(bs + 2 * r, &x.d, 2);
             break;
           }
           case GgmlType::Q4_1: {
             const auto& x = reinterpret_cast<const quant::block_q4_1*>(row)[b];
-            for (int c = 0; c < 4; ++c) std::memcpy(q + b * qb + 64 * c + 4 * r, x.qs + 4 * c, 4);
-            std::memcpy(sc + b * sb + 2 * r, &x.d, 2);
-            std::memcpy(sc + b * sb + 32 + 2 * r, &x.m, 2);
+            for (int c = 0; c < 4; ++c) std::memcpy(bq + 64 * c + 4 * r, x.qs + 4 * c, 4);
+            std::memcpy(bs + 2 * r, &x.d, 2);
+            std::memcpy(bs + 32 + 2 * r, &x.m, 2);
             break;
           }
           case GgmlType::Q8_0: {
             const auto& x = reinterpret_cast<const quant::block_q8_0*>(row)[b];
             for (int c = 0; c < 8; ++c) {
               const uint32_t v = static_cast<uint32_t>(ld32(x.qs + 4 * c)) ^ 0x80808080u;
-              std::memcpy(q + b * qb + 64 * c + 4 * r, &v, 4);
+              std::memcpy(bq + 64 * c + 4 * r, &v, 4);
             }
-            std::memcpy(sc + b * sb + 2 * r, &x.d, 2);
+            std::memcpy(bs + 2 * r, &x.d, 2);
             break;
           }
           case GgmlType::Q4_K: {
             const auto& x = reinterpret_cast<const quant::block_q4_K*>(row)[b];
-            for (int c = 0; c < 32; ++c) std::memcpy(q + b * qb + 64 * c + 4 * r, x.qs + 4 * c, 4);
-            uint8_t* sm = sc + b * sb;
-            for (int j = 0; j < 8; ++j)
-              quant::get_scale_min_k4(j, x.scales, sm + 16 * j + r, sm + 128 + 32 * (j / 2) + 2 * r + j % 2);
-            std::memcpy(sm + 256 + 2 * r, &x.d, 2);
-            std::memcpy(sm + 288 + 2 * r, &x.dmin, 2);
+            for (int c = 0; c < 32; ++c) std::memcpy(bq + 64 * c + 4 * r, x.qs + 4 * c, 4);
+            put_k4_scales(x.scales, x.d, x.dmin, bs, r);
+            break;
+          }
+          case GgmlType::Q5_K: {
+            const auto& x = reinterpret_cast<const quant::block_q5_K*>(row)[b];
+            for (int c = 0; c < 8; ++c) std::memcpy(bq + 64 * c + 4 * r, x.qh + 4 * c, 4);
+            for (int c = 0; c < 32; ++c) std::memcpy(bq + 64 * (8 + c) + 4 * r, x.qs + 4 * c, 4);
+            put_k4_scales(x.scales, x.d, x.dmin, bs, r);
+            break;
+          }
+          case GgmlType::Q6_K: {
+            const auto& x = reinterpret_cast<const quant::block_q6_K*>(row)[b];
+            for (int t = 0; t < 16; ++t) {
+              const int h = t / 8, cc = t % 8;
+              uint8_t* line = bq + 3 * 64 * t + 4 * r;
+              std::memcpy(line, x.ql + 64 * h + 4 * cc, 4);
+              std::memcpy(line + 64, x.ql + 64 * h + 32 + 4 * cc, 4);
+              std::memcpy(line + 128, x.qh + 32 * h + 4 * cc, 4);
+            }
+            for (int j = 0; j < 16; ++j) std::memcpy(bs + 16 * j + r, &x.scales[j], 1);
+            std::memcpy(bs + 256 + 2 * r, &x.d, 2);
             break;
           }
           default: HC_CHECK(false && "no decode layout for this type");
@@ -383,11 +586,8 @@ void repack_groups(const TensorView& w, int64_t g0, int64_t g1, uint8_t* dst) {
 
 void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst) {
   HC_CHECK(w.packed != nullptr && r >= 0 && r < w.ne1);
-  int64_t qb, sb;
-  block_layout(w.type, &qb, &sb);
   const int64_t nb = w.ne0 / block_elems(w.type);
   const uint8_t* q = static_cast<const uint8_t*>(w.packed) + r / kRepackRows * group_bytes(w.type, w.ne0);
-  const uint8_t* sc = q + nb * qb;
   const int lane = static_cast<int>(r % kRepackRows);
   if (w.type == GgmlType::F16) {
     const auto* in = reinterpret_cast<const fp16_t*>(q);
@@ -395,53 +595,10 @@ void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst) {
     for (int64_t k = 0; k < nb; ++k) out[k] = in[k * kRepackRows + lane];
     return;
   }
+  const int64_t bytes = row_bytes(w.type, block_elems(w.type));  // one block
   for (int64_t b = 0; b < nb; ++b) {
-    switch (w.type) {
-      case GgmlType::Q4_0: {
-        auto& x = reinterpret_cast<quant::block_q4_0*>(dst)[b];
-        for (int c = 0; c < 4; ++c) std::memcpy(x.qs + 4 * c, q + b * qb + 64 * c + 4 * lane, 4);
-        std::memcpy(&x.d, sc + b * sb + 2 * lane, 2);
-        break;
-      }
-      case GgmlType::Q4_1: {
-        auto& x = reinterpret_cast<quant::block_q4_1*>(dst)[b];
-        for (int c = 0; c < 4; ++c) std::memcpy(x.qs + 4 * c, q + b * qb + 64 * c + 4 * lane, 4);
-        std::memcpy(&x.d, sc + b * sb + 2 * lane, 2);
-        std::memcpy(&x.m, sc + b * sb + 32 + 2 * lane, 2);
-        break;
-      }
-      case GgmlType::Q8_0: {
-        auto& x = reinterpret_cast<quant::block_q8_0*>(dst)[b];
-        for (int c = 0; c < 8; ++c) {
-          const uint32_t v = static_cast<uint32_t>(ld32(q + b * qb + 64 * c + 4 * lane)) ^ 0x80808080u;
-          std::memcpy(x.qs + 4 * c, &v, 4);
-        }
-        std::memcpy(&x.d, sc + b * sb + 2 * lane, 2);
-        break;
-      }
-      case GgmlType::Q4_K: {
-        auto& x = reinterpret_cast<quant::block_q4_K*>(dst)[b];
-        for (int c = 0; c < 32; ++c) std::memcpy(x.qs + 4 * c, q + b * qb + 64 * c + 4 * lane, 4);
-        const uint8_t* sm = sc + b * sb;
-        // Re-pack the 6-bit scales and mins as ggml's 12 bytes (inverse of get_scale_min_k4).
-        std::memset(x.scales, 0, sizeof(x.scales));
-        for (int j = 0; j < 8; ++j) {
-          const uint8_t s = sm[16 * j + lane], m = sm[128 + 32 * (j / 2) + 2 * lane + j % 2];
-          if (j < 4) {
-            x.scales[j] |= s & 63;
-            x.scales[j + 4] |= m & 63;
-          } else {
-            x.scales[j + 4] |= (s & 0xF) | ((m & 0xF) << 4);
-            x.scales[j - 4] |= (s >> 4) << 6;
-            x.scales[j] |= (m >> 4) << 6;
-          }
-        }
-        std::memcpy(&x.d, sm + 256 + 2 * lane, 2);
-        std::memcpy(&x.dmin, sm + 288 + 2 * lane, 2);
-        break;
-      }
-      default: HC_CHECK(false && "no decode layout for this type");
-    }
+    const BlockAt at = block_at(w.type, nb, b);
+    unpack_block(w.type, q + at.q, q + at.s, lane, dst + b * bytes);
   }
 }
 

@@ -24,6 +24,20 @@
 //          per block: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p, 2p + 1 side by
 //          side per lane), fp16 d[16], fp16 dmin[16]
 //   F16:   fp16 w[ne0][16]          column k of the 16 rows side by side (32 bytes per column)
+// These keep all quants of a group, then all its scales. Q5_K and Q6_K keep each block's
+// scales next to its quants instead (one stream per group: a Q6_K thread read 28 GB/s with its
+// scales in a second stream, 36 with them inline, repack_avx512.cpp):
+//   Q5_K:  per block, 2880 bytes (45 lines): uint8 qh[8][16][4] (chunk c = bytes 4c .. 4c + 3
+//          of qh: bit j is the fifth bit of sub-block j), uint8 q[4][8][16][4] as Q4_K's, then
+//          Q4_K's 320 bytes of scales (sc, mn, d, dmin)
+//   Q6_K:  per block, quants: uint8 [16][3][16][4], triplet t = 8h + c (h = half, c < 8) =
+//          bytes 64h + 4c .. + 3 of ql (elements 128h + 4c .. + 3 in the low nibbles, + 64 in
+//          the high), bytes 64h + 32 + 4c .. of ql (+ 32, + 96) and bytes 32h + 4c .. of qh
+//          (the four elements' top two bits at shifts 0, 2, 4, 6): 3072 bytes; scales: int8
+//          sc[16][16], fp16 d[16]: 288 bytes. Blocks go in pairs, quants 2p, scales 2p, scales
+//          2p + 1, quants 2p + 1 (6720 bytes = 105 lines, no padding; an odd last block:
+//          quants, then scales)
+// Same bytes as the file, +2.3% for Q5_K (expanded scales as Q4_K's); Q6_K exactly the file's.
 // Each group starts on a 64-byte boundary.
 //
 // Arithmetic (per row r and token; the AVX-512 kernels and their scalar twins do exactly this):
@@ -40,6 +54,13 @@
 //     mn_j * (activation sum of sub-block j); acc = fma(float(isum16), (f16(d_w) * d_a) / 16,
 //     acc); acc = fma(float(msum), -(f16(dmin_w) * d_a), acc). Not ggml's order (llama.cpp repacks
 //     Q4_K too), so it agrees with vec_dot up to float rounding.
+//   Q5_K: as Q4_K with q = nibble + 16 * fifth bit (both nibbles moved to bits 0-3: 16 q + 256
+//     would not fit a byte, so no /16): isum = sum_j sc_j * (int dot of sub-block j); acc =
+//     fma(float(isum), f16(d_w) * d_a, acc); then the mins as Q4_K.
+//   Q6_K: per super-block, total = sum_j sc_j * (int dot of sub-block j of 16 - 32 * its
+//     activation sum) (exactly sum sc (q - 32) x, in int32); acc = fma(float(total), f16(d_w) *
+//     d_a, acc). Q5_K and Q6_K use the same integer sums as vec_dot (ggml sums them into 8 float
+//     lanes), so they agree up to float rounding (repack_test.cpp bounds the difference).
 //   F16: the activation row (F16, as ggml converts it) widened to float; column k adds
 //     fma(float(w[k][r]), x[k]) into accumulator k % 4, then (acc0 + acc1) + (acc2 + acc3).
 //     The packed GEMM (gemm.h) reads this layout directly as its panels: no packing, and the

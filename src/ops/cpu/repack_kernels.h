@@ -12,8 +12,9 @@ struct Act {
   const float* d = nullptr;        // [nb] activation scale per block
   const float* s = nullptr;        // [nb] Q4_1 only: f16(s) of each Q8_1 block
   const int32_t* corr = nullptr;   // [nb][8]: Q4_0 / Q8_0: -offset * sum of each group of 4
-                                   // activation levels; Q4_K: [nb][4] the sums of sub-blocks
-                                   // 2p and 2p + 1 as int16 pairs (low word first)
+                                   // activation levels; Q4_K / Q5_K: [nb][4] the sums of
+                                   // sub-blocks 2p and 2p + 1 as int16 pairs (low word first);
+                                   // Q6_K: [nb][16] -32 * the sum of each sub-block of 16
   const int32_t* corr_sum = nullptr;  // [nb] Q4_0: -8 * sum of the block's activation levels
   const float* xf = nullptr;       // [ne0] F16: the activation row (F16) widened to float
 };
@@ -23,6 +24,7 @@ using GroupKernelFn = void (*)(const uint8_t* group, int64_t nb, const Act& a, f
 
 struct Kernels {
   GroupKernelFn q4_0 = nullptr, q4_1 = nullptr, q8_0 = nullptr, q4_K = nullptr, f16 = nullptr;
+  GroupKernelFn q5_K = nullptr, q6_K = nullptr;
 };
 
 // The F16 group kernel (nb = ne0: one "block" per column); defined in repack_f16_avx512.cpp.
@@ -36,6 +38,19 @@ const Kernels& scalar_kernels();
 // Quant bytes per block of one group (the scales follow all of them), and scale bytes per block.
 constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
+// Q5_K and Q6_K keep each super-block's scales next to its quants (one stream per group: with
+// the scales in a second stream a thread read 28 instead of 36 GB/s on the Zen 5 host).
+// Q5_K block b at b * kQ5KBlock: the 8 lines of qh, Q4_K's 32 nibble lines, then Q4_K's scales.
+constexpr int64_t kQ5KChunk = 8 * 64 + 32 * 64;
+constexpr int64_t kQ5KBlock = kQ5KChunk + kQ4KScaleBytes;  // 45 lines
+// Q6_K: 16 triplets of lines (ql, ql + 32, qh), 3072 bytes; scales int8 [16][16] then fp16
+// d[16], 288 bytes. Blocks go in pairs of 105 lines, quants 2p, scales 2p and 2p + 1, quants
+// 2p + 1 (an odd last block: its quants, then its scales).
+constexpr int64_t kQ6KChunk = 48 * 64;
+constexpr int64_t kQ6KScaleBytes = 16 * 16 + 32;
+constexpr int64_t kQ6KPair = 2 * (kQ6KChunk + kQ6KScaleBytes);
+inline int64_t q6K_quants(int64_t b) { return (b >> 1) * kQ6KPair + (b & 1) * (kQ6KChunk + 2 * kQ6KScaleBytes); }
+inline int64_t q6K_scales(int64_t b) { return (b >> 1) * kQ6KPair + kQ6KChunk + (b & 1) * kQ6KScaleBytes; }
 constexpr int64_t kF16Col = 16 * 2;  // F16: bytes per column of one group (16 fp16 values)
 
 }  // namespace hc::ops::repack_detail
