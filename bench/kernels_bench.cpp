@@ -227,7 +227,8 @@ void bm_matvec_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64
 }
 
 void register_matmul() {
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("matvec_repacked_hot/" + std::string(dtype_name(t)) + "/256x2048/threads:1").c_str(),
                                  [=](benchmark::State& s) { bm_matvec_repacked(s, t, 256, 2048, 1, true); })
         ->UseRealTime();

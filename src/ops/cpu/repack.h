@@ -25,8 +25,8 @@
 //          side per lane), fp16 d[16], fp16 dmin[16]
 //   F16:   fp16 w[ne0][16]          column k of the 16 rows side by side (32 bytes per column)
 // These keep all quants of a group, then all its scales. Q5_K and Q6_K keep each block's
-// scales next to its quants instead (one stream per group: a Q6_K thread read 28 GB/s with its
-// scales in a second stream, 36 with them inline, repack_avx512.cpp):
+// scales next to its quants instead (one stream per group: a second stream of scales read
+// slower on the Zen 5 host, repack_avx512.cpp):
 //   Q5_K:  per block, 2880 bytes (45 lines): uint8 qh[8][16][4] (chunk c = bytes 4c .. 4c + 3
 //          of qh: bit j is the fifth bit of sub-block j), uint8 q[4][8][16][4] as Q4_K's, then
 //          Q4_K's 320 bytes of scales (sc, mn, d, dmin)

@@ -38,8 +38,8 @@ const Kernels& scalar_kernels();
 // Quant bytes per block of one group (the scales follow all of them), and scale bytes per block.
 constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
-// Q5_K and Q6_K keep each super-block's scales next to its quants (one stream per group: with
-// the scales in a second stream a thread read 28 instead of 36 GB/s on the Zen 5 host).
+// Q5_K and Q6_K keep each super-block's scales next to its quants (one stream per group: a
+// second stream of scales read slower on the Zen 5 host).
 // Q5_K block b at b * kQ5KBlock: the 8 lines of qh, Q4_K's 32 nibble lines, then Q4_K's scales.
 constexpr int64_t kQ5KChunk = 8 * 64 + 32 * 64;
 constexpr int64_t kQ5KBlock = kQ5KChunk + kQ4KScaleBytes;  // 45 lines
