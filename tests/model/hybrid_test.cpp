@@ -31,7 +31,11 @@ using testing::max_abs_diff;
 using testing::model_with_predictor;
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
-constexpr int kPrompt = 9;  // >= 8: the prompt takes the packed GEMM and batched attention
+// A prompt batch (>= 8 tokens; <= kRepackMaxTokens: its products run the decode kernels on
+// repacked types and its attention goes token by token, ops/cpu/matmul.h), then decode steps.
+// Host / CPU-device parity of the packed GEMM and blocked attention: device_cli_test's
+// perplexity with -ngl (128-token batches, the same PPL).
+constexpr int kPrompt = 9;
 
 // Logits of every position: a prompt batch, then one token at a time; device session if dm.
 std::vector<float> run(const LlamaModel& m, const SparseFfn* sparse, const DeviceModel* dm,
@@ -164,7 +168,10 @@ TEST_P(HybridTypes, HotOnDeviceColdOnHostMatchesHostOnlySparse) {
   // ReLU); for block types the sparse FFN's own rounding against dense is sparse_ffn_test's.
   const GgmlType t = std::get<0>(GetParam());
   const float scale = 1.0f + max_abs(host);
-  const float tol_sparse = (t == GgmlType::F32 ? 1e-4f : 1e-2f) * scale;
+  // Block types: a neuron whose gate (dReLU: or up) is near 0 may fire on one side only; such
+  // flips in these 3 random layers moved the logits by up to 1.5% of the largest (Q4_K dReLU,
+  // the prompt's host-only products on the decode kernels).
+  const float tol_sparse = (t == GgmlType::F32 ? 1e-4f : 2e-2f) * scale;
   // dReLU against dense: about twice ReLU's difference (the dense side rounds h to F16 for
   // F16 weights; sparse_ffn_test measures the same ratio).
   const bool drelu = std::string(std::get<1>(GetParam())) == "drelu";

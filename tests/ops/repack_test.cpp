@@ -233,19 +233,23 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
   }
 }
 
-// A view carrying the layout: matmul's small batches run the decode kernels, its large batches
-// pack the GEMM panels from the layout (same panels, so the same bits as the plain view), and
-// get_row dequantises the same row.
+// A view carrying the layout: matmul's small batches (up to kRepackMaxTokens for the integer
+// types, below kGemmMinTokens for F16) run the decode kernels, its large batches pack the GEMM
+// panels from the layout (same panels, so the same bits as the plain view), and get_row
+// dequantises the same row.
 TEST(Repack, MatmulGemmAndGetRowReadTheLayout) {
   if (!ops::repack_available(GgmlType::Q4_0)) GTEST_SKIP() << "no AVX-512 VNNI on this CPU";
   ThreadPool pool(2);
   for (GgmlType t : kTypes) {
-    for (int64_t n_tok : {int64_t{1}, int64_t{5}, ops::kGemmMinTokens, int64_t{20}}) {
+    for (int64_t n_tok : {int64_t{1}, int64_t{5}, ops::kGemmMinTokens, int64_t{20},
+                          ops::kRepackMaxTokens, ops::kRepackMaxTokens + 1}) {
       Fixture f(t, 37, 512, n_tok, 0, 29);
       std::vector<float> a(n_tok * 37), b(n_tok * 37, NAN);
       ops::MatmulInput in;
       ops::matmul(f.wp, f.xf.data(), n_tok, a.data(), pool, in);
-      if (n_tok >= ops::kGemmMinTokens) {
+      const bool gemm = n_tok >= ops::kGemmMinTokens &&
+                        (t == GgmlType::F16 || n_tok > ops::kRepackMaxTokens);
+      if (gemm) {
         ops::matmul(f.w, f.xf.data(), n_tok, b.data(), pool, in);
       } else {
         ops::repack_matmul_ref(f.wp, f.xq, n_tok, b.data());

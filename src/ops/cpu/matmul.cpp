@@ -65,7 +65,9 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
   HC_CHECK(in.ne0() == w.ne0);
   const GgmlType vt = quant::vec_dot_type(w.type);
   const uint8_t* xq = in.quantized(vt, pool);
-  if (in.mode() == MatmulMode::kAuto && in.n_tok() >= kGemmMinTokens && gemm_available(w.type)) {
+  const bool packed_int = w.packed && w.type != GgmlType::F16 && repack_available(w.type);
+  if (in.mode() == MatmulMode::kAuto && in.n_tok() >= kGemmMinTokens && gemm_available(w.type) &&
+      !(packed_int && in.n_tok() <= kRepackMaxTokens)) {
     gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
     return;
   }
