@@ -199,11 +199,8 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   }
   rope_and_store(hp, il, rows, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-  // Prompt batches larger than kRepackMaxTokens: blocked score / value GEMMs instead of one dot
-  // per (token, head, key). Smaller ones attend token by token, as their weight products run
-  // the decode kernels (ops/cpu/matmul.h): llama.cpp's arithmetic for small batches (the
-  // SmolLM2 reference prompts give llama.cpp's batch-512 ids exactly, tests/reference).
-  if (!rows.multi() && n_tok > ops::kRepackMaxTokens && ops::attention_batch_available()) {
+  if (!rows.multi() && n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
+    // Prompt batches: blocked score / value GEMMs instead of one dot per (token, head, key).
     KvCache& cache = *rows.cache;
     const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
     ops::attention_batch(s.q, cache.k_at(il, 0), cache.v_row(il, 0), rows.pos0, n_tok,

@@ -31,8 +31,8 @@ using testing::max_abs_diff;
 using testing::model_with_predictor;
 
 const std::vector<int32_t> kToks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8, 16, 25};
-// A prompt batch (>= 8 tokens; <= kRepackMaxTokens: its products run the decode kernels on
-// repacked types and its attention goes token by token, ops/cpu/matmul.h), then decode steps.
+// A prompt batch (>= 8 tokens: the packed GEMM, except on repacked K-quants, ops/cpu/matmul.h,
+// and the batched attention), then decode steps.
 // Host / CPU-device parity of the packed GEMM and blocked attention: device_cli_test's
 // perplexity with -ngl (128-token batches, the same PPL).
 constexpr int kPrompt = 9;

@@ -1,7 +1,8 @@
 // Packed GEMM: the SIMD kernels equal their scalar twins bit for bit, and both agree with the
 // per-row reference matmul (same quantised activations; only float summation order differs),
 // over every weight type, row tails (ne1 % 16), token tails (n_tok % tile), misaligned weight
-// and activation buffers, and 1-3 threads.
+// and activation buffers, and 1-3 threads. Panels packed straight from the decode layout (SIMD and
+// scalar) are byte-identical to the row-by-row path, for quantised weights and random bytes.
 #include <gtest/gtest.h>
 
 #include "ops_test_util.h"
@@ -13,7 +14,9 @@
 
 #include "core/thread_pool.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/gemm_kernels.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/repack.h"
 #include "quant/quant.h"
 
 namespace hc {
@@ -120,6 +123,147 @@ TEST(Gemm, MatmulRoutesBatchesThroughGemm) {
       if (n_tok >= ops::kGemmMinTokens) {
         ops::gemm(f.w, f.xq, n_tok, b.data(), pool);
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+      }
+    }
+  }
+}
+
+// ---- Packing from the decode layout.
+
+const GgmlType kIntTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                              GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+bool is_k_quant(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
+// Random bytes for every quant and 6/8-bit scale (all bit patterns), with finite fp16 block
+// scales (d, and dmin / m where the format has them) between 1e-3 and 2e-2.
+void random_block_bytes(GgmlType t, uint8_t* row, int64_t cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+  const int64_t nb = cols / (is_k_quant(t) ? 256 : 32), bs = row_bytes(t, cols) / nb;
+  std::vector<int> offs = {0};
+  if (t == GgmlType::Q4_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) offs = {0, 2};
+  if (t == GgmlType::Q6_K) offs = {208};
+  for (int64_t i = 0; i < row_bytes(t, cols); ++i) row[i] = static_cast<uint8_t>(byte(rng));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int off : offs) {
+      const fp16_t h = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
+      std::memcpy(row + b * bs + off, &h, 2);
+    }
+}
+
+// A [rows, cols] weight of type t in ggml's layout (w) and in the decode layout (wp, 64-byte
+// aligned as the model's), with activations for n_tok tokens.
+struct RepackedFixture {
+  std::vector<uint8_t> wbuf, packed, xbuf;
+  TensorView w, wp;
+  const uint8_t* xq = nullptr;
+
+  RepackedFixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, bool raw, uint32_t seed) {
+    const int64_t rb = row_bytes(t, cols);
+    wbuf.resize(rb * rows);
+    auto wf = randn(rows * cols, seed);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t k = 0; k < cols; ++k) wf[r * cols + k] *= (r % 5 == 3) ? 8.0f : (r == 1 ? 0.0f : 1.0f);
+    std::mt19937 rng(seed);
+    for (int64_t r = 0; r < rows; ++r) {
+      if (raw) random_block_bytes(t, wbuf.data() + r * rb, cols, rng);
+      else quant::quantize_row(t, wf.data() + r * cols, wbuf.data() + r * rb, cols);
+    }
+    w = TensorView::make(t, wbuf.data(), cols, rows);
+    packed.resize(ops::repack_bytes(t, cols, rows) + 64);
+    uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+    ops::repack_groups(w, 0, (rows + ops::kRepackRows - 1) / ops::kRepackRows, base);
+    wp = w;
+    wp.packed = base;
+    const GgmlType vt = quant::vec_dot_type(t);
+    const int64_t xrb = row_bytes(vt, cols);
+    xbuf.resize(xrb * n_tok);
+    const auto xf = randn(n_tok * cols, seed + 1);
+    for (int64_t i = 0; i < n_tok; ++i)
+      quant::quantize_activations(vt, xf.data() + i * cols, xbuf.data() + i * xrb, cols);
+    xq = xbuf.data();
+  }
+};
+
+std::vector<int64_t> pack_cols(GgmlType t) {
+  if (is_k_quant(t)) return {256, 768, 4096};
+  return {32, 352, 768, 4096};
+}
+
+// Every panel of the matrix, packed by pack_group (scalar twin and, where it runs, AVX-512)
+// from the decode layout, equals the row-by-row path's bytes (from the layout and from ggml's
+// rows), tail group included; panels not starting on a group (not made by gemm) fall back.
+TEST(GemmPack, DecodeLayoutPanelsByteIdenticalToRowByRow) {
+  using namespace ops::gemm_detail;
+  std::vector<std::pair<const char*, const Kernels*>> packers = {{"scalar", &scalar_kernels()}};
+  if (ops::gemm_available(GgmlType::Q8_0)) packers.push_back({"avx512", &avx512_kernels()});
+  for (GgmlType t : kIntTypes) {
+    for (int64_t cols : pack_cols(t)) {
+      const int64_t pb = int_panel_bytes(t, cols);
+      std::vector<uint8_t> ref(pb), plain(pb), got(pb + 4);
+      for (int64_t rows : {1, 16, 21, 70}) {
+        for (bool raw : {false, true}) {
+          RepackedFixture f(t, rows, cols, 1, raw, static_cast<uint32_t>(7 * rows + cols + raw));
+          for (int64_t r0 = 0; r0 < rows; r0 += kLanes) {
+            const int nrows = static_cast<int>(std::min<int64_t>(kLanes, rows - r0));
+            std::memset(ref.data(), 0xAA, pb);
+            std::memset(plain.data(), 0x55, pb);
+            pack_int_panel_rows(f.wp, r0, nrows, ref.data());
+            pack_int_panel_rows(f.w, r0, nrows, plain.data());
+            ASSERT_EQ(0, std::memcmp(ref.data(), plain.data(), pb)) << dtype_name(t);
+            for (const auto& [name, kern] : packers) {
+              for (int mis : {0, 4}) {  // panels are 64-byte multiples apart in an unaligned buffer
+                std::memset(got.data(), 0xAA + mis, got.size());
+                pack_int_panel(f.wp, r0, nrows, got.data() + mis, *kern);
+                ASSERT_EQ(0, std::memcmp(ref.data(), got.data() + mis, pb))
+                    << name << " " << dtype_name(t) << " cols " << cols << " rows " << rows
+                    << " group " << r0 / kLanes << " raw " << raw << " misaligned " << mis;
+              }
+            }
+          }
+          if (rows > 5) {  // a panel starting mid-group: the row-by-row path
+            const int nrows = static_cast<int>(std::min<int64_t>(kLanes, rows - 5));
+            std::memset(ref.data(), 0xAA, pb);
+            std::memset(got.data(), 0x55, got.size());
+            pack_int_panel_rows(f.wp, 5, nrows, ref.data());
+            pack_int_panel(f.wp, 5, nrows, got.data(), *packers.back().second);
+            ASSERT_EQ(0, std::memcmp(ref.data(), got.data(), pb)) << dtype_name(t);
+          }
+        }
+      }
+    }
+  }
+}
+
+// gemm() and gemm_ref() on the repacked view (panels from the decode layout) give the same bits
+// as on the plain view (panels from ggml's rows).
+TEST(GemmPack, RepackedViewBitIdenticalToPlainView) {
+  for (GgmlType t : kIntTypes) {
+    const int64_t cols = is_k_quant(t) ? 512 : 352;
+    for (int64_t rows : {1, 16, 21, 70}) {
+      for (bool raw : {false, true}) {
+        const int64_t n_tok = 13;
+        RepackedFixture f(t, rows, cols, n_tok, raw, static_cast<uint32_t>(3 * rows + raw));
+        std::vector<float> a(n_tok * rows, NAN), b(n_tok * rows, NAN);
+        ops::gemm_ref(f.w, f.xq, n_tok, a.data());
+        ops::gemm_ref(f.wp, f.xq, n_tok, b.data());
+        ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+            << "gemm_ref " << dtype_name(t) << " rows " << rows << " raw " << raw;
+        if (!ops::gemm_available(t)) continue;
+        for (int nth : {1, 2, 3}) {
+          ThreadPool pool(nth);
+          std::vector<float> c(n_tok * rows, NAN), d(n_tok * rows, NAN);
+          ops::gemm(f.w, f.xq, n_tok, c.data(), pool);
+          ops::gemm(f.wp, f.xq, n_tok, d.data(), pool);
+          ASSERT_EQ(0, std::memcmp(c.data(), d.data(), c.size() * sizeof(float)))
+              << "gemm " << dtype_name(t) << " rows " << rows << " raw " << raw << " threads "
+              << nth;
+          ASSERT_EQ(0, std::memcmp(a.data(), d.data(), a.size() * sizeof(float)))
+              << "gemm vs gemm_ref " << dtype_name(t) << " rows " << rows << " raw " << raw;
+        }
       }
     }
   }

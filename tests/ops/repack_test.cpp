@@ -233,8 +233,8 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
   }
 }
 
-// A view carrying the layout: matmul's small batches (up to kRepackMaxTokens for the integer
-// types, below kGemmMinTokens for F16) run the decode kernels, its large batches pack the GEMM
+// A view carrying the layout: matmul's small batches (below kGemmMinTokens; up to
+// repack_batch_max for the K-quants) run the decode kernels, its large batches pack the GEMM
 // panels from the layout (same panels, so the same bits as the plain view), and get_row
 // dequantises the same row.
 TEST(Repack, MatmulGemmAndGetRowReadTheLayout) {
@@ -242,13 +242,13 @@ TEST(Repack, MatmulGemmAndGetRowReadTheLayout) {
   ThreadPool pool(2);
   for (GgmlType t : kTypes) {
     for (int64_t n_tok : {int64_t{1}, int64_t{5}, ops::kGemmMinTokens, int64_t{20},
-                          ops::kRepackMaxTokens, ops::kRepackMaxTokens + 1}) {
+                          ops::kRepackKQuantMaxTokens, ops::kRepackKQuantMaxTokens + 1}) {
       Fixture f(t, 37, 512, n_tok, 0, 29);
       std::vector<float> a(n_tok * 37), b(n_tok * 37, NAN);
       ops::MatmulInput in;
       ops::matmul(f.wp, f.xf.data(), n_tok, a.data(), pool, in);
       const bool gemm = n_tok >= ops::kGemmMinTokens &&
-                        (t == GgmlType::F16 || n_tok > ops::kRepackMaxTokens);
+                        n_tok > ops::repack_batch_max(t);
       if (gemm) {
         ops::matmul(f.w, f.xf.data(), n_tok, b.data(), pool, in);
       } else {

@@ -9,10 +9,7 @@ and flash attention off; its results are cached under $HOTCOLD_CACHE/ref.
 Greedy ids are checked twice:
 - one token per batch on both sides (`-b 1`, n_batch 1): every product then runs ggml's
   single-token kernels, which hotcold follows bit for bit, so the ids must be identical;
-- default batches (512): hotcold's prompt path for micro-batches of more than 64 tokens (packed
-  GEMM, blocked attention; shorter ones run the decode kernels and per-token attention,
-  ops/cpu/matmul.h: the Q4_1 file's six prompts then gave llama.cpp's batch-512 ids exactly,
-  2026-11-26) sums in another
+- default batches (512): hotcold's prompt path (packed GEMM, blocked attention) sums in another
   order than llama.cpp's (tinyBLAS / vec_dot), and with Q8 activations a last-bit difference can
   move an activation by one quantisation level. llama.cpp is no more stable itself: on these
   prompts its own batch-512 and batch-1 last-token logits differ by up to 0.97 (Q4_1 / Q8_0) and

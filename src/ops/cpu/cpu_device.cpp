@@ -423,13 +423,12 @@ class CpuDevice final : public Device {
     return kind != GluKind::kSilu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
   }
 
-  // The host's attention for the same batch: blocked GEMMs for a prompt batch of more than
-  // kRepackMaxTokens tokens, ggml's
+  // The host's attention for the same batch: blocked GEMMs for a prompt batch, ggml's
   // per-token kernels otherwise (llama_forward's choice).
   void attend(const float* q, const fp16_t* k, const fp16_t* v_t, int pos0, int64_t n_tok,
               const AttentionShape& shape, float scale, float* out) {
     const int64_t q_dim = int64_t{shape.n_head} * shape.head_dim;
-    if (n_tok > kRepackMaxTokens && attention_batch_available()) {
+    if (n_tok >= kGemmMinTokens && attention_batch_available()) {
       attention_batch(q, k, v_t, pos0, n_tok, shape, scale, out, pool_, att_blk_);
       return;
     }

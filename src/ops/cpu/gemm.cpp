@@ -8,12 +8,16 @@
 #include "core/status.h"
 #include "ops/cpu/gemm_kernels.h"
 #include "ops/cpu/repack.h"
+#include "ops/cpu/repack_kernels.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
 namespace hc::ops {
 
 using namespace gemm_detail;
+using repack_detail::kQ4Chunk, repack_detail::kQ8Chunk, repack_detail::kQ4KChunk;
+using repack_detail::kQ4KScaleBytes, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
+using repack_detail::q6K_quants, repack_detail::q6K_scales;
 using quant::QK_K;
 
 namespace {
@@ -27,18 +31,6 @@ inline float f16(fp16_t h) { return fp16_to_fp32(h); }
 
 bool is_float_type(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
-}
-
-IntFormat int_format(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q8_0: return {32, false, 128};
-    case GgmlType::Q4_0: return {32, false, 8};
-    case GgmlType::Q4_1: return {32, true, 0};
-    case GgmlType::Q4_K: return {32, true, 0};
-    case GgmlType::Q5_K: return {32, true, 0};
-    case GgmlType::Q6_K: return {16, false, 32};
-    default: HC_CHECK(false && "not an integer GEMM type"); return {};
-  }
 }
 
 // ---- Packing integer weights: rows r0 .. r0 + nrows - 1 into one 16-lane panel.
@@ -148,23 +140,99 @@ void pack_row(GgmlType t, const uint8_t* row, int64_t k, const PanelWriter& pw, 
   }
 }
 
-void pack_int_panel(const TensorView& w, const IntFormat& f, int64_t r0, int nrows,
-                    uint8_t* panel) {
-  const int64_t ns = w.ne0 / f.sb;
-  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(ns * f.sub_stride()));
+// ---- Packing one group of the decode layout (repack.h) directly: the scalar twin of
+// gemm_avx512.cpp's pack_group, lane by lane with the same byte operations on 32-bit words (a
+// layout line holds lane r's 4 bytes at 4r). K-quant scales and mins are masked to their 6 bits,
+// as rebuilding ggml's 12 scale bytes would.
+
+inline uint32_t lane32(const uint8_t* line, int r) { return load32(line + 4 * r); }
+inline float lane_f16(const uint8_t* h16, int r) {
+  fp16_t h;
+  std::memcpy(&h, h16 + 2 * r, 2);
+  return f16(h);
+}
+
+void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter& pw, int r) {
+  switch (t) {
+    case GgmlType::Q8_0: {  // layout and panel both store q ^ 0x80
+      const int64_t nb = k / 32;
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int i = 0; i < 8; ++i) pw.q4(b, i, r, lane32(g + b * kQ8Chunk + 64 * i, r));
+        pw.d_only(b, r, lane_f16(g + nb * kQ8Chunk + 32 * b, r));
+      }
+      return;
+    }
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1: {
+      const bool q41 = t == GgmlType::Q4_1;
+      const int64_t nb = k / 32;
+      for (int64_t b = 0; b < nb; ++b) {
+        for (int c = 0; c < 4; ++c) {
+          const uint32_t v = lane32(g + b * kQ4Chunk + 64 * c, r);
+          pw.q4(b, c, r, v & kLo);
+          pw.q4(b, c + 4, r, (v >> 4) & kLo);
+        }
+        const uint8_t* sc = g + nb * kQ4Chunk + b * (q41 ? 64 : 32);
+        if (q41) pw.dm(b, r, lane_f16(sc, r), lane_f16(sc + 32, r));
+        else pw.d_only(b, r, lane_f16(sc, r));
+      }
+      return;
+    }
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K: {
+      const bool q5 = t == GgmlType::Q5_K;
+      const int64_t nb = k / QK_K;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* qh = g + b * kQ5KBlock;  // Q5_K: fifth bits, then Q4_K's lines
+        const uint8_t* qs = q5 ? qh + 8 * 64 : g + b * kQ4KChunk;
+        const uint8_t* sm = q5 ? qh + kQ5KChunk : g + nb * kQ4KChunk + b * kQ4KScaleBytes;
+        const float d = lane_f16(sm + 256, r), dmin = lane_f16(sm + 288, r);
+        for (int j = 0; j < 8; ++j) {
+          const int64_t s = 8 * b + j;
+          const uint8_t sc = sm[16 * j + r] & 63, mn = sm[128 + 32 * (j / 2) + 2 * r + j % 2] & 63;
+          pw.dm(s, r, d * sc, -(dmin * mn));
+          for (int i = 0; i < 8; ++i) {
+            const uint32_t v = lane32(qs + 64 * (8 * (j / 2) + i), r);
+            uint32_t u = j % 2 == 0 ? v & kLo : (v >> 4) & kLo;
+            if (q5) u |= ((lane32(qh + 64 * i, r) >> j) & 0x01010101u) << 4;
+            pw.q4(s, i, r, u);
+          }
+        }
+      }
+      return;
+    }
+    case GgmlType::Q6_K: {
+      constexpr uint32_t kHi2 = 0x30303030u;  // the two high bits' place in a 6-bit quant
+      for (int64_t b = 0; b < k / QK_K; ++b) {
+        const uint8_t* q = g + q6K_quants(b);
+        const uint8_t* sm = g + q6K_scales(b);
+        const float d = lane_f16(sm + 256, r);
+        for (int sub = 0; sub < 16; ++sub)
+          pw.d_only(16 * b + sub, r, d * static_cast<int8_t>(sm[16 * sub + r]));
+        // Triplet 8h + c: lines A (ql 64h + 4c), B (ql 64h + 32 + 4c), H (qh 32h + 4c) give
+        // line c % 4 of sub-blocks 8h + c / 4 + {0, 2, 4, 6}.
+        for (int tr = 0; tr < 16; ++tr) {
+          const uint8_t* line = q + 3 * 64 * tr;
+          const uint32_t A = lane32(line, r), B = lane32(line + 64, r), H = lane32(line + 128, r);
+          const int64_t s = 16 * b + 8 * (tr / 8) + (tr % 8) / 4;
+          const int i = tr % 4;
+          pw.q4(s, i, r, (A & kLo) | ((H << 4) & kHi2));
+          pw.q4(s + 2, i, r, (B & kLo) | ((H << 2) & kHi2));
+          pw.q4(s + 4, i, r, ((A >> 4) & kLo) | (H & kHi2));
+          pw.q4(s + 6, i, r, ((B >> 4) & kLo) | ((H >> 2) & kHi2));
+        }
+      }
+      return;
+    }
+    default: HC_CHECK(false && "unsupported integer GEMM type");
+  }
+}
+
+void pack_group_scalar(GgmlType t, const uint8_t* group, int64_t k, int nrows, uint8_t* panel) {
+  const IntFormat f = int_format(t);
+  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(k / f.sb * f.sub_stride()));
   const PanelWriter pw{panel, f.sub_stride(), f.sb};
-  if (!w.packed) {
-    for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
-    return;
-  }
-  // Repacked weights: rebuild each row's ggml blocks from the decode layout, so the mmapped
-  // original (whose pages the model has dropped) is never touched again.
-  thread_local std::vector<uint8_t> row;
-  row.resize(static_cast<size_t>(row_bytes(w.type, w.ne0)));
-  for (int r = 0; r < nrows; ++r) {
-    repack_unpack_row(w, r0 + r, row.data());
-    pack_row(w.type, row.data(), w.ne0, pw, r);
-  }
+  for (int r = 0; r < nrows; ++r) pack_group_lane(t, group, k, pw, r);
 }
 
 // ---- Activations for the integer path: ggml's quantised rows -> q / dx / corr arrays.
@@ -299,6 +367,7 @@ Kernels make_scalar() {
   k.int_kernel[1][1] = int_kernel_scalar<16, true>;
   k.float_kernel = float_kernel_scalar<float>;
   k.f16_kernel = float_kernel_scalar<uint16_t>;
+  k.pack_group = pack_group_scalar;
   return k;
 }
 
@@ -348,7 +417,7 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
       const int64_t g1 = std::min(ge, g0 + kGroupsPerBlock);
       for (int64_t g = g0; g < g1; ++g) {
         const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
-        pack_int_panel(w, f, g * kLanes, nrows, panels + (g - g0) * panel_bytes);
+        pack_int_panel(w, g * kLanes, nrows, panels + (g - g0) * panel_bytes, kern);
       }
       for (int64_t t0 = 0; t0 < n_tok; t0 += kIntTokTile) {
         const int nt = static_cast<int>(std::min<int64_t>(kIntTokTile, n_tok - t0));
@@ -440,6 +509,55 @@ namespace gemm_detail {
 const Kernels& scalar_kernels() {
   static const Kernels k = make_scalar();
   return k;
+}
+
+IntFormat int_format(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return {32, false, 128};
+    case GgmlType::Q4_0: return {32, false, 8};
+    case GgmlType::Q4_1: return {32, true, 0};
+    case GgmlType::Q4_K: return {32, true, 0};
+    case GgmlType::Q5_K: return {32, true, 0};
+    case GgmlType::Q6_K: return {16, false, 32};
+    default: HC_CHECK(false && "not an integer GEMM type"); return {};
+  }
+}
+
+int64_t int_panel_bytes(GgmlType t, int64_t k) {
+  const IntFormat f = int_format(t);
+  return k / f.sb * f.sub_stride();
+}
+
+void pack_int_panel(const TensorView& w, int64_t r0, int nrows, uint8_t* panel,
+                    const Kernels& kern) {
+  // Repacked weights are read from the decode layout only, so the mmapped original (whose
+  // pages the model has dropped) is never touched again. run_int's panels always start a group;
+  // any other start takes the row-by-row path.
+  if (w.packed != nullptr && r0 % kRepackRows == 0) {
+    const auto* group = static_cast<const uint8_t*>(w.packed) +
+                        r0 / kRepackRows * repack_group_bytes(w.type, w.ne0);
+    kern.pack_group(w.type, group, w.ne0, nrows, panel);
+    return;
+  }
+  pack_int_panel_rows(w, r0, nrows, panel);
+}
+
+void pack_int_panel_rows(const TensorView& w, int64_t r0, int nrows, uint8_t* panel) {
+  const IntFormat f = int_format(w.type);
+  const int64_t ns = w.ne0 / f.sb;
+  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(ns * f.sub_stride()));
+  const PanelWriter pw{panel, f.sub_stride(), f.sb};
+  if (!w.packed) {
+    for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
+    return;
+  }
+  // Each row's ggml blocks rebuilt from the decode layout.
+  thread_local std::vector<uint8_t> row;
+  row.resize(static_cast<size_t>(row_bytes(w.type, w.ne0)));
+  for (int r = 0; r < nrows; ++r) {
+    repack_unpack_row(w, r0 + r, row.data());
+    pack_row(w.type, row.data(), w.ne0, pw, r);
+  }
 }
 }  // namespace gemm_detail
 

@@ -20,8 +20,17 @@
 // acc = fma(w, x, acc) for k in order, the accumulator carried across chunks through y.
 // F16 weights in the decode layout (repack.h: fp16 w[ne0][16] per group of 16 rows) are read
 // in place as their panels, widened per column: the same bits as packing them.
+//
+// Integer weights in the decode layout (repack.h) are packed group by group straight from it
+// (pack_group: its lines already are 16 lanes x 4 bytes, so a panel line is one layout line,
+// its nibbles, or nibbles OR-ed with fifth / sixth bits; fp16 scales widened, K-quant scales
+// and mins multiplied out), producing the same panel bytes as rebuilding each row's ggml
+// blocks and packing them row by row (pack_int_panel_rows, the reference).
 #pragma once
 #include <cstdint>
+
+#include "core/dtype.h"
+#include "core/tensor_view.h"
 
 namespace hc::ops::gemm_detail {
 
@@ -60,9 +69,15 @@ using F16KernelFn = void (*)(const uint16_t* panel, const float* x, int64_t ldx,
                              int64_t kc, int64_t t0, int nt, float* y, int64_t ldy, int nrows,
                              bool accumulate);
 
+// One group of 16 rows of the decode layout (group: its first byte; k: elements per row) into
+// one panel; lanes >= nrows are zero. Integer types only.
+using PackGroupFn = void (*)(GgmlType t, const uint8_t* group, int64_t k, int nrows,
+                             uint8_t* panel);
+
 struct Kernels {
   // [sb == 16][has_min]
   IntKernelFn int_kernel[2][2] = {};
+  PackGroupFn pack_group = nullptr;
   FloatKernelFn float_kernel = nullptr;
   F16KernelFn f16_kernel = nullptr;
 };
@@ -71,5 +86,17 @@ struct Kernels {
 const Kernels& avx512_kernels();
 // Their scalar twins; defined in gemm.cpp.
 const Kernels& scalar_kernels();
+
+// Sub-block length, min / offset of integer weight type t (HC_CHECK: an integer GEMM type).
+IntFormat int_format(GgmlType t);
+// Bytes of one integer panel of rows of k elements of type t.
+int64_t int_panel_bytes(GgmlType t, int64_t k);
+// Rows r0 .. r0 + nrows - 1 (nrows <= kLanes) of w into one panel: with kern.pack_group when w
+// carries the decode layout and r0 starts a group, else pack_int_panel_rows.
+void pack_int_panel(const TensorView& w, int64_t r0, int nrows, uint8_t* panel,
+                    const Kernels& kern);
+// The row-by-row path: each row's ggml blocks (rebuilt by repack_unpack_row when w carries the
+// decode layout) through the scalar row packer. The reference pack_group is tested against.
+void pack_int_panel_rows(const TensorView& w, int64_t r0, int nrows, uint8_t* panel);
 
 }  // namespace hc::ops::gemm_detail

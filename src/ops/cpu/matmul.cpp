@@ -61,13 +61,17 @@ const uint8_t* MatmulInput::quantized(GgmlType vt, ThreadPool& pool) {
   return slot->rows.data();
 }
 
+int64_t repack_batch_max(GgmlType t) {
+  const bool k_quant = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+  return k_quant ? kRepackKQuantMaxTokens : 0;
+}
+
 void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
   HC_CHECK(in.ne0() == w.ne0);
   const GgmlType vt = quant::vec_dot_type(w.type);
   const uint8_t* xq = in.quantized(vt, pool);
-  const bool packed_int = w.packed && w.type != GgmlType::F16 && repack_available(w.type);
   if (in.mode() == MatmulMode::kAuto && in.n_tok() >= kGemmMinTokens && gemm_available(w.type) &&
-      !(packed_int && in.n_tok() <= kRepackMaxTokens)) {
+      !(w.packed && repack_available(w.type) && in.n_tok() <= repack_batch_max(w.type))) {
     gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
     return;
   }

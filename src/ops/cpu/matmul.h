@@ -18,20 +18,21 @@ namespace hc::ops {
 // How matmul computes a batch of token rows.
 //   kAuto:     batches of kGemmMinTokens (gemm.h) or more run the packed GEMM when it is
 //              available: fastest for prompts, but it rounds differently from one token.
-//              Except: an integer-type weight in the decode layout (repack.h) runs batches of
-//              up to kRepackMaxTokens with the decode kernels, since the GEMM would first pack
-//              the whole matrix's panels from that layout for a few tokens (F16's layout is
-//              the GEMM's panel, read in place, so F16 keeps the GEMM).
+//              Except: a K-quant weight in the decode layout (repack.h) runs batches of up to
+//              repack_batch_max(type) tokens with the decode kernels, since the GEMM would
+//              first pack the whole matrix's panels from that layout for a few tokens.
 //   kPerToken: every row gets exactly the arithmetic of a one-token call (the decode kernels,
 //              the weights still streamed once for the batch): batch invariance, for decoding
 //              several independent sequences in one pass.
 enum class MatmulMode { kAuto, kPerToken };
 
-// Largest batch that kAuto runs with the decode kernels on a repacked integer-type weight.
-// Measured (hotcold bench -p N -b N, 2 threads; docs/BENCHMARKS.md): 16-token prompts 2.5x
-// (SmolLM2 Q4_1) to 3.5x (7B-shaped Q5_K_M) faster than through the GEMM, 64 tokens 1.0-1.3x,
-// 128 tokens 0.7-0.9x.
-constexpr int64_t kRepackMaxTokens = 64;
+// Largest batch that kAuto runs with the decode kernels on a weight of type t in the decode
+// layout (0: none, the GEMM from kGemmMinTokens). Measured with the GEMM packing its panels
+// from the layout with AVX-512 (hotcold bench -p N -b N, 2 threads; docs/BENCHMARKS.md): the
+// K-quants' decode kernels win below 16 tokens (7B-shaped Q5_K_M: 8 tokens 1.35x, 12 tokens
+// 1.12x, 16 even); for Q4_0 / Q4_1 / Q8_0 the GEMM already wins at 8-12.
+constexpr int64_t kRepackKQuantMaxTokens = 15;
+int64_t repack_batch_max(GgmlType t);
 
 // One matmul input x [n_tok, ne0] and its quantised forms, made on first use per dot type.
 // reset() starts a new input; buffers are kept, so steady-state decode allocates nothing.
