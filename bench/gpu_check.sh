@@ -36,7 +36,10 @@
 #      llama.cpp's split (-ngl 99 --cpu-moe: attention there, experts on the host), and hot
 #      experts planned from the profile at 25/50% of the file; llama-bench -ngl 99 and
 #      -ngl 99 -ncmoe <all layers> on the same file;
-#   6. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
+#   6. hybrid serving (bench/serve_check.py): per device, `hotcold serve` with the hot/cold split
+#      at 50% of the file and with -ngl 99, 2 slots decoding 3 prompts together, must answer
+#      exactly what `hotcold run` does with the same flags;
+#   7. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
 # Random ReLU weights fire about half their neurons uniformly: no power law, so the hot/cold
 # advantage measured here is a lower bound of what a real ReLU model (ReluLLaMA) gets; the
 # planner's accuracy and the device path's correctness and overheads are what this checks.
@@ -288,7 +291,28 @@ run_check() {
     fi
   fi
 
-  # 6. report
+  # 6. hybrid serving: serve = run with the same device flags
+  local serve_rows=()
+  for dev in ${DEVICES//,/ }; do
+    local flag=$dev
+    [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+    local sgib
+    sgib="$(python3 -c "print(($file_bytes * 50 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+    local scase
+    for scase in "--sparse --stats $STATS --vram-budget $sgib|hot/cold split at 50%" "-ngl 99|-ngl 99 (dense offload)"; do
+      step "serve on $dev: ${scase#*|}"
+      local sargs sout
+      read -r -a sargs <<<"${scase%%|*}"
+      sout="$(python3 "$ROOT/bench/serve_check.py" --bin "$HC" -m "$M" -t "$JOBS" -n "$((QUICK ? 8 : 32))" \
+                -- "${sargs[@]}" --device "$flag" 2>>"$OUTDIR/gpu_check.log")" || true
+      [[ -n "$sout" ]] || sout='{}'
+      serve_rows+=("| $dev | ${scase#*|} | $(json_num "$sout" equal) | $(json_num "$sout" tokens_per_s) | $(json_num "$sout" device_kv_mib) | $(json_num "$sout" device_neuron_share) |")
+      log "${serve_rows[-1]}"
+      step_done
+    done
+  done
+
+  # 7. report
   {
     echo "# GPU check ($(date -u +%Y-%m-%d), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no GPU'))"
     echo
@@ -308,6 +332,12 @@ run_check() {
       echo "|---|---|---|---|---|"
       printf '%s\n' "${moe_rows[@]}"
     fi
+    echo
+    echo "Hybrid serving (\`bench/serve_check.py\`: 2 slots, 3 greedy prompts at once, each compared with \`hotcold run\`):"
+    echo
+    echo "| device | placement | serve = run | tok/s (3 requests together) | device KV MiB | device neuron share |"
+    echo "|---|---|---|---|---|---|"
+    printf '%s\n' "${serve_rows[@]}"
     echo
     echo "Total: $((SECONDS - t_all)) s."
   } > "$OUTDIR/gpu_check.md"
