@@ -16,7 +16,7 @@ namespace hc::ops {
 
 using namespace gemm_detail;
 using repack_detail::kQ4Chunk, repack_detail::kQ8Chunk, repack_detail::kQ4KChunk;
-using repack_detail::kQ4KScaleBytes, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
+using repack_detail::kQ4KBlock, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
 using repack_detail::q6K_quants, repack_detail::q6K_scales;
 using quant::QK_K;
 
@@ -184,8 +184,8 @@ void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter&
       const int64_t nb = k / QK_K;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* qh = g + b * kQ5KBlock;  // Q5_K: fifth bits, then Q4_K's lines
-        const uint8_t* qs = q5 ? qh + 8 * 64 : g + b * kQ4KChunk;
-        const uint8_t* sm = q5 ? qh + kQ5KChunk : g + nb * kQ4KChunk + b * kQ4KScaleBytes;
+        const uint8_t* qs = q5 ? qh + 8 * 64 : g + b * kQ4KBlock;
+        const uint8_t* sm = q5 ? qh + kQ5KChunk : qs + kQ4KChunk;  // scales after the lines
         const float d = lane_f16(sm + 256, r), dmin = lane_f16(sm + 288, r);
         for (int j = 0; j < 8; ++j) {
           const int64_t s = 8 * b + j;

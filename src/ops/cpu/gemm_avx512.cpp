@@ -18,7 +18,7 @@ namespace hc::ops::gemm_detail {
 namespace {
 
 using repack_detail::kQ4Chunk, repack_detail::kQ8Chunk, repack_detail::kQ4KChunk;
-using repack_detail::kQ4KScaleBytes, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
+using repack_detail::kQ4KBlock, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
 using repack_detail::q6K_quants, repack_detail::q6K_scales;
 
 inline int32_t load32(const int8_t* p) {
@@ -227,7 +227,7 @@ template <bool kQ5>
 void pack_k4(const uint8_t* g, int64_t nb, const PanelOut& o) {
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* qh = g + b * kQ5KBlock;  // Q5_K: fifth bits, then Q4_K's lines
-    const uint8_t* qs = kQ5 ? qh + 8 * 64 : g + b * kQ4KChunk;
+    const uint8_t* qs = kQ5 ? qh + 8 * 64 : g + b * kQ4KBlock;
     __m512i h[8];
     if constexpr (kQ5) {
       #pragma GCC unroll 8
@@ -247,7 +247,7 @@ void pack_k4(const uint8_t* g, int64_t nb, const PanelOut& o) {
         o.q(8 * b + 2 * p + 1, i, hi);
       }
     }
-    pack_k4_scales(kQ5 ? qh + kQ5KChunk : g + nb * kQ4KChunk + b * kQ4KScaleBytes, b, o);
+    pack_k4_scales(kQ5 ? qh + kQ5KChunk : qs + kQ4KChunk, b, o);  // scales after the lines
   }
 }
 

@@ -43,7 +43,7 @@ void block_layout(GgmlType t, int64_t* qb, int64_t* sb) {
     case GgmlType::Q4_0: *qb = kQ4Chunk, *sb = 32; return;
     case GgmlType::Q4_1: *qb = kQ4Chunk, *sb = 64; return;
     case GgmlType::Q8_0: *qb = kQ8Chunk, *sb = 32; return;
-    case GgmlType::Q4_K: *qb = kQ4KChunk, *sb = kQ4KScaleBytes; return;
+    case GgmlType::Q4_K: *qb = kQ4KChunk, *sb = kQ4KScaleBytes; return;  // scales inline: block_at
     case GgmlType::Q5_K: *qb = kQ5KChunk, *sb = kQ4KScaleBytes; return;  // scales inline: block_at
     case GgmlType::Q6_K: *qb = kQ6KChunk, *sb = kQ6KScaleBytes; return;  // scales inline: block_at
     case GgmlType::F16: *qb = kF16Col, *sb = 0; return;
@@ -58,9 +58,10 @@ struct BlockAt {
 BlockAt block_at(GgmlType t, int64_t nb, int64_t b) {
   int64_t qb, sb;
   block_layout(t, &qb, &sb);
+  if (t == GgmlType::Q4_K) return {b * kQ4KBlock, b * kQ4KBlock + kQ4KChunk};
   if (t == GgmlType::Q5_K) return {b * kQ5KBlock, b * kQ5KBlock + kQ5KChunk};
   if (t == GgmlType::Q6_K) return {q6K_quants(b), q6K_scales(b)};
-  return {b * qb, nb * qb + b * sb};  // all quants, then all scales
+  return {b * qb, nb * qb + b * sb};  // Q4_0 / Q4_1 / Q8_0: all quants, then all scales
 }
 
 int64_t group_bytes(GgmlType t, int64_t ne0) {
@@ -230,13 +231,12 @@ inline int32_t k4_min_sum(const uint8_t* sm, const Act& a, int64_t b, int r) {
 }
 
 void q4_K_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const uint8_t* scales = g + nb * kQ4KChunk;
   for (int r = 0; r < kRepackRows; ++r) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kQ4KChunk;
+      const uint8_t* q = g + b * kQ4KBlock;
       const int8_t* aq = a.q + b * a.block_bytes;
-      const uint8_t* sm = scales + b * kQ4KScaleBytes;
+      const uint8_t* sm = q + kQ4KChunk;
       int32_t lo_sum = 0, hi_sum = 0;
       for (int pr = 0; pr < 4; ++pr) {
         int32_t slo = 0, shi = 0;

@@ -19,14 +19,14 @@
 //   Q4_1:  q as Q4_0;  fp16 dm[nb][2][16] (d then m)
 //   Q8_0:  uint8 q[nb][8][16][4]   chunk j = bytes 4j .. 4j + 3 of qs, stored as q + 128
 //          fp16  d[nb][16]
-//   Q4_K:  uint8 q[nb][4][8][16][4]  pair p, chunk c = bytes 32p + 4c .. of qs: low nibbles
-//                                  are sub-block 2p, high nibbles sub-block 2p + 1
-//          per block: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p, 2p + 1 side by
-//          side per lane), fp16 d[16], fp16 dmin[16]
 //   F16:   fp16 w[ne0][16]          column k of the 16 rows side by side (32 bytes per column)
-// These keep all quants of a group, then all its scales. Q5_K and Q6_K keep each block's
+// These keep all quants of a group, then all its scales. The K-quants keep each block's
 // scales next to its quants instead (one stream per group: a second stream of scales read
 // slower on the Zen 5 host, repack_avx512.cpp):
+//   Q4_K:  per block, 2368 bytes (37 lines): uint8 q[4][8][16][4]  pair p, chunk c = bytes
+//          32p + 4c .. of qs: low nibbles are sub-block 2p, high nibbles sub-block 2p + 1;
+//          then its 320 bytes of scales: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p,
+//          2p + 1 side by side per lane), fp16 d[16], fp16 dmin[16]
 //   Q5_K:  per block, 2880 bytes (45 lines): uint8 qh[8][16][4] (chunk c = bytes 4c .. 4c + 3
 //          of qh: bit j is the fifth bit of sub-block j), uint8 q[4][8][16][4] as Q4_K's, then
 //          Q4_K's 320 bytes of scales (sc, mn, d, dmin)
@@ -37,7 +37,8 @@
 //          sc[16][16], fp16 d[16]: 288 bytes. Blocks go in pairs, quants 2p, scales 2p, scales
 //          2p + 1, quants 2p + 1 (6720 bytes = 105 lines, no padding; an odd last block:
 //          quants, then scales)
-// Same bytes as the file, +2.3% for Q5_K (expanded scales as Q4_K's); Q6_K exactly the file's.
+// Same bytes as the file, +2.8% for Q4_K and +2.3% for Q5_K (expanded scales); Q6_K exactly
+// the file's.
 // Each group starts on a 64-byte boundary.
 //
 // Arithmetic (per row r and token; the AVX-512 kernels and their scalar twins do exactly this):

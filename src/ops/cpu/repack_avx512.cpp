@@ -19,7 +19,7 @@ namespace {
 constexpr int64_t kPrefetch = 8192;
 #define HC_HINT _MM_HINT_T1
 
-// Q5_K / Q6_K (one stream per group, scales inline): every line 4 KiB ahead, into L1. Measured
+// Q4_K / Q5_K / Q6_K (one stream per group, scales inline): every line 4 KiB ahead, into L1. Measured
 // on the Zen 5 host (11008 x 4096, 4 copies past L3, in-process A/B against a plain read of the
 // same bytes): 1 thread Q6_K 31 GB/s (read 36), Q5_K 36 (read 40); 2 threads 94-98% of the
 // read. One prefetch per 2 or 8 lines, T1 and 2-8 KiB leads were slower (Q6_K 2 threads:
@@ -147,28 +147,22 @@ inline __m512i dpbusd_bcst(__m512i acc, __m512i w, const int8_t* p) {
 // 2p + 1 from its high nibbles left in place (v & 0xF0 = 16 * q), which saves the shift: the
 // integer sum is kept as 16 * isum and the scale divided by 16 (exact). The mins' term is a
 // vpdpwssd of the (mn_2p, mn_2p+1) word pairs against the activations' sub-block sums.
-// Prefetch: one weight line in 8 (one per pair, 512 bytes apart) and all 5 lines of the block's
-// scales, both 4 super-blocks ahead (one scale line, as before, left 4 of 5 unprefetched).
-// Prefetching every line, as the 32-element kernels do, cost 7-10% of the 2-thread DRAM rate on
-// the Zen 4 test machine (the hardware stream prefetcher does better with a sparse lead:
-// matvec_repacked/Q4_K/11008x4096/threads:2 +7%, 32 -> 35.5 GB/s streaming a 130 MB matrix)
-// and ~12% of the in-cache rate (32 prefetch instructions per super-block).
+// Each super-block's 32 lines are followed by its 5 lines of scales (one stream per group), all
+// prefetched as Q5_K's: every line 4 KiB ahead into L1. On the Zen 5 host (11008 x 4096, one
+// thread) that read 35 GB/s against 32-33 for every line 8 KiB ahead into L2 and 27 for every
+// other line 4 KiB ahead into L1, and 21 for the earlier layout's scheme (one line in 8 and the
+// scales, 8 KiB ahead into L2; it was best on Zen 4 with the scales in a second stream).
 void q4_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  constexpr int64_t kAhead = kPrefetch / kQ4KChunk;  // super-blocks
-  const uint8_t* scales = g + nb * kQ4KChunk;
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = g + b * kQ4KChunk;
+    const uint8_t* q = g + b * kQ4KBlock;
     const int8_t* aq = a.q + b * a.block_bytes;
-    const uint8_t* sm = scales + b * kQ4KScaleBytes;
-#pragma GCC unroll 5
-    for (int i = 0; i < kQ4KScaleBytes / 64; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(sm + kAhead * kQ4KScaleBytes + 64 * i), HC_HINT);
+    const uint8_t* sm = q + kQ4KChunk;
+    prefetch_lines(q, kQ4KBlock);
     __m512i lo_sum = _mm512_setzero_si512(), hi_sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int pr = 0; pr < 4; ++pr) {
-      _mm_prefetch(reinterpret_cast<const char*>(q + kAhead * kQ4KChunk + pr * 8 * 64), HC_HINT);
       __m512i slo = _mm512_setzero_si512(), shi = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int c = 0; c < 8; ++c) {

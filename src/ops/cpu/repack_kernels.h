@@ -35,11 +35,14 @@ const Kernels& avx512_kernels();
 // Scalar twins, defined in repack.cpp.
 const Kernels& scalar_kernels();
 
-// Quant bytes per block of one group (the scales follow all of them), and scale bytes per block.
+// Quant bytes per block of one group (Q4_0 / Q4_1 / Q8_0: the scales follow all of them).
 constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
+// Q4_K / Q5_K expanded scales per super-block: sc[8][16], mn[4][16][2], d[16], dmin[16].
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
-// Q5_K and Q6_K keep each super-block's scales next to its quants (one stream per group: a
+// The K-quants keep each super-block's scales next to its quants (one stream per group: a
 // second stream of scales read slower on the Zen 5 host).
+// Q4_K block b at b * kQ4KBlock: its 32 nibble lines, then its scales.
+constexpr int64_t kQ4KBlock = kQ4KChunk + kQ4KScaleBytes;  // 37 lines
 // Q5_K block b at b * kQ5KBlock: the 8 lines of qh, Q4_K's 32 nibble lines, then Q4_K's scales.
 constexpr int64_t kQ5KChunk = 8 * 64 + 32 * 64;
 constexpr int64_t kQ5KBlock = kQ5KChunk + kQ4KScaleBytes;  // 45 lines
