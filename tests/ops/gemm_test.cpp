@@ -22,6 +22,7 @@
 namespace hc {
 namespace {
 
+using ops_test::is_k_quant;
 using ops_test::randn;
 
 constexpr const auto& kTypes = ops_test::kAllTypes;
@@ -133,51 +134,15 @@ TEST(Gemm, MatmulRoutesBatchesThroughGemm) {
 const GgmlType kIntTypes[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-bool is_k_quant(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
-}
-
-// Random bytes for every quant and 6/8-bit scale (all bit patterns), with finite fp16 block
-// scales (d, and dmin / m where the format has them) between 1e-3 and 2e-2.
-void random_block_bytes(GgmlType t, uint8_t* row, int64_t cols, std::mt19937& rng) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
-  const int64_t nb = cols / (is_k_quant(t) ? 256 : 32), bs = row_bytes(t, cols) / nb;
-  std::vector<int> offs = {0};
-  if (t == GgmlType::Q4_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K) offs = {0, 2};
-  if (t == GgmlType::Q6_K) offs = {208};
-  for (int64_t i = 0; i < row_bytes(t, cols); ++i) row[i] = static_cast<uint8_t>(byte(rng));
-  for (int64_t b = 0; b < nb; ++b)
-    for (int off : offs) {
-      const fp16_t h = fp32_to_fp16(scale(rng) * (byte(rng) < 128 ? -1.0f : 1.0f));
-      std::memcpy(row + b * bs + off, &h, 2);
-    }
-}
-
 // A [rows, cols] weight of type t in ggml's layout (w) and in the decode layout (wp, 64-byte
-// aligned as the model's), with activations for n_tok tokens.
-struct RepackedFixture {
-  std::vector<uint8_t> wbuf, packed, xbuf;
-  TensorView w, wp;
+// aligned as the model's), with activations for n_tok tokens; raw weights have block scales of
+// either sign.
+struct RepackedFixture : ops_test::RepackedWeights {
+  std::vector<uint8_t> xbuf;
   const uint8_t* xq = nullptr;
 
-  RepackedFixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, bool raw, uint32_t seed) {
-    const int64_t rb = row_bytes(t, cols);
-    wbuf.resize(rb * rows);
-    auto wf = randn(rows * cols, seed);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < cols; ++k) wf[r * cols + k] *= (r % 5 == 3) ? 8.0f : (r == 1 ? 0.0f : 1.0f);
-    std::mt19937 rng(seed);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (raw) random_block_bytes(t, wbuf.data() + r * rb, cols, rng);
-      else quant::quantize_row(t, wf.data() + r * cols, wbuf.data() + r * rb, cols);
-    }
-    w = TensorView::make(t, wbuf.data(), cols, rows);
-    packed.resize(ops::repack_bytes(t, cols, rows) + 64);
-    uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-    ops::repack_groups(w, 0, (rows + ops::kRepackRows - 1) / ops::kRepackRows, base);
-    wp = w;
-    wp.packed = base;
+  RepackedFixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, bool raw, uint32_t seed)
+      : RepackedWeights(t, rows, cols, seed, raw, /*signed_scales=*/true) {
     const GgmlType vt = quant::vec_dot_type(t);
     const int64_t xrb = row_bytes(vt, cols);
     xbuf.resize(xrb * n_tok);

@@ -26,74 +26,23 @@
 namespace hc {
 namespace {
 
+using ops_test::is_k_quant;
 using ops_test::randn;
 
 const GgmlType kTypes[] = {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K,
                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::F16};
 
-bool is_k_quant(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
-}
-
-// Byte offsets of the fp16 scales (d, and dmin / m where the format has them) in one block.
-std::vector<int> scale_offsets(GgmlType t) {
-  switch (t) {
-    case GgmlType::Q4_0: case GgmlType::Q8_0: return {0};
-    case GgmlType::Q4_1: case GgmlType::Q4_K: case GgmlType::Q5_K: return {0, 2};
-    case GgmlType::Q6_K: return {208};
-    default: return {};
-  }
-}
-
-// Random bytes for every quant and 6/8-bit scale (all bit patterns: Q6_K scales down to -128,
-// 63 as Q4_K / Q5_K scales and mins, the extreme levels), with finite fp16 block scales; F16
-// weights are random finite values.
-void random_block_bytes(GgmlType t, uint8_t* row, int64_t cols, std::mt19937& rng) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
-  if (t == GgmlType::F16) {
-    auto* h = reinterpret_cast<fp16_t*>(row);
-    for (int64_t k = 0; k < cols; ++k) h[k] = fp32_to_fp16(scale(rng) * 50.0f * (byte(rng) < 128 ? -1 : 1));
-    return;
-  }
-  const int64_t bs = row_bytes(t, cols) / (cols / (is_k_quant(t) ? 256 : 32));
-  for (int64_t i = 0; i < row_bytes(t, cols); ++i) row[i] = static_cast<uint8_t>(byte(rng));
-  for (int64_t b = 0; b < cols / (is_k_quant(t) ? 256 : 32); ++b)
-    for (int off : scale_offsets(t)) {
-      const fp16_t h = fp32_to_fp16(scale(rng));
-      std::memcpy(row + b * bs + off, &h, 2);
-    }
-}
-
 // Weights in ggml's layout and in the decode layout, and quantised activations for n_tok
 // tokens (offset by `mis` bytes: blocks only naturally aligned).
-struct Fixture {
-  std::vector<uint8_t> wbuf, xbuf;
-  std::vector<uint8_t> packed;
-  TensorView w, wp;  // plain and packed views of the same matrix
+struct Fixture : ops_test::RepackedWeights {  // w, wp: plain and packed views of one matrix
+  std::vector<uint8_t> xbuf;
   const uint8_t* xq = nullptr;
   std::vector<float> xf;
 
   // raw: weights of random bytes (random_block_bytes) instead of quantised random floats.
   Fixture(GgmlType t, int64_t rows, int64_t cols, int64_t n_tok, int mis, uint32_t seed,
-          bool raw = false) {
-    const int64_t rb = row_bytes(t, cols);
-    wbuf.resize(rb * rows);
-    auto wf = randn(rows * cols, seed);
-    // Lanes with very different scales, one all-zero row, one row of large values.
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < cols; ++k) wf[r * cols + k] *= (r % 5 == 3) ? 8.0f : (r == 1 ? 0.0f : 1.0f);
-    std::mt19937 rng(seed);
-    for (int64_t r = 0; r < rows; ++r) {
-      if (raw) random_block_bytes(t, wbuf.data() + r * rb, cols, rng);
-      else quant::quantize_row(t, wf.data() + r * cols, wbuf.data() + r * rb, cols);
-    }
-    w = TensorView::make(t, wbuf.data(), cols, rows);
-    packed.resize(ops::repack_bytes(t, cols, rows) + 64);
-    uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
-    ops::repack_groups(w, 0, (rows + ops::kRepackRows - 1) / ops::kRepackRows, base);
-    wp = w;
-    wp.packed = base;
+          bool raw = false)
+      : RepackedWeights(t, rows, cols, seed, raw) {
     xf = randn(n_tok * cols, seed + 1);
     const GgmlType vt = quant::vec_dot_type(t);
     const int64_t xrb = row_bytes(vt, cols);
