@@ -37,7 +37,7 @@
 #      experts planned from the profile at 25/50% of the file; llama-bench -ngl 99 and
 #      -ngl 99 -ncmoe <all layers> on the same file;
 #   6. hybrid serving (bench/serve_check.py): per device, `hotcold serve` with the hot/cold split
-#      at 50% of the file and with -ngl 99, 2 slots decoding 3 prompts together, must answer
+#      (a plan for 50% of the file, used by both sides) and with -ngl 99, 2 slots decoding 3 prompts together, must answer
 #      exactly what `hotcold run` does with the same flags;
 #   7. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
 # Random ReLU weights fire about half their neurons uniformly: no power law, so the hot/cold
@@ -61,7 +61,7 @@ prepare() {
   # few the binary and the tests load). apt-get download takes no dependencies: listed here.
   local pkgs=(libgtest-dev libgmock-dev googletest libglpk-dev libglpk40 libamd2 libcolamd2
               libsuitesparseconfig5 libltdl7 libgmp10 nlohmann-json3-dev libcpp-httplib-dev
-              libcpp-httplib0.11 libbrotli1 zlib1g-dev glslc libshaderc1 libvulkan-dev
+              libcpp-httplib0.11 libbrotli1 libbrotli-dev libssl-dev zlib1g-dev glslc libshaderc1 libvulkan-dev
               libvulkan1)
   echo "[prepare] apt-get download ${pkgs[*]}"
   (cd "$dir/deb" && apt-get download "${pkgs[@]}")
@@ -109,6 +109,16 @@ step_done() { log "    done in $((SECONDS - STEP_T0)) s"; }
 json_num() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=j
 for k in sys.argv[2].split("."): v=v.get(k, {}) if isinstance(v, dict) else {}
 print(v if isinstance(v, (int, float)) else "")' "$1" "$2" 2>/dev/null || true; }
+
+# A device's fixed overhead in bytes (CUDA: context and cuBLAS, ~690 MiB on an H100), from the
+# error that a budget below it gives; 0 where the device charges none. VRAM budgets below are
+# this plus a share of the model file (without it every small budget failed on the first H100).
+dev_overhead() {
+  local n
+  n="$("$HC" bench -m "$1" -p 0 -n 1 -r 1 --no-membw --vram-budget 0.000001 --device "$2" 2>&1 >/dev/null |
+       grep -oE 'fixed overhead [^0-9]* of [0-9]+ bytes' | grep -oE '[0-9]+' | head -1 || true)"
+  echo "${n:-0}"
+}
 
 run_check() {
   mkdir -p "$OUTDIR"
@@ -210,12 +220,15 @@ run_check() {
       vk_index="$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || true)"
       flag="vulkan:${vk_index:-0}"
     fi
+    local ovh
+    ovh="$(dev_overhead "$M" "$flag")"
+    log "$dev: fixed overhead $((ovh >> 20)) MiB (added to every budget)"
     for pct in "${budgets[@]}"; do
       step "$dev at ${pct}% of the model file"
       local gib
       # --quick: the tiny model's file is smaller than the executor's scratch (activations for
       # 512-token batches), so its budgets get 32 MiB on top; the real run uses the file alone.
-      gib="$(python3 -c "print(($file_bytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+      gib="$(python3 -c "print(($ovh + $file_bytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
       local hy de err ngl ll="" pred
       err="$OUTDIR/run-$dev-$pct.err"
       hy="$("$HC" bench -m "$M" "${bench[@]}" --sparse --stats "$STATS" --vram-budget "$gib" \
@@ -234,7 +247,7 @@ run_check() {
       local ratio err_pct
       ratio="$(python3 -c "a='$hy_t'; b='$ll'; print(f'{float(a)/float(b):.2f}x' if a and b else 'n/a')")"
       err_pct="$(python3 -c "a='$hy_t'; p='$pred'; print(f'{100*(float(p)-float(a))/float(a):+.1f}%' if a and p else 'n/a')")"
-      rows+=("| $dev | $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
+      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
       json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
       log "${rows[-1]}"
       step_done
@@ -264,9 +277,11 @@ run_check() {
       local cases=("-ngl 99|every layer and expert on the device"
                    "-ngl 99 --cpu-moe|llama.cpp's split: experts on the host")
       local pct
+      local movh
+      movh="$(dev_overhead "$MM" "$flag")"
       for pct in 25 50; do
         local mgib
-        mgib="$(python3 -c "print(($mbytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+        mgib="$(python3 -c "print(($movh + $mbytes * $pct / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
         cases+=("--vram-budget $mgib --stats $MSTATS|hot experts planned at ${pct}% of the file")
       done
       local c
@@ -296,10 +311,16 @@ run_check() {
   for dev in ${DEVICES//,/ }; do
     local flag=$dev
     [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
-    local sgib
-    sgib="$(python3 -c "print(($file_bytes * 50 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+    local sgib sovh
+    sovh="$(dev_overhead "$M" "$flag")"
+    sgib="$(python3 -c "print(($sovh + $file_bytes * 50 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+    # One plan for both sides: planned under --vram-budget, serve leaves room for its other
+    # slots' buffers and so may place other neurons than run (the first H100 run differed so).
+    local splan=$BUILD/models/serve-$dev.plan.gguf
+    "$HC" plan -m "$M" --stats "$STATS" --vram-budget "$sgib" --device "$flag" -o "$splan" \
+      >> "$OUTDIR/gpu_check.log" 2>&1 || true
     local scase
-    for scase in "--sparse --stats $STATS --vram-budget $sgib|hot/cold split at 50%" "-ngl 99|-ngl 99 (dense offload)"; do
+    for scase in "--sparse --stats $STATS --plan $splan|hot/cold split at 50% (one plan)" "-ngl 99|-ngl 99 (dense offload)"; do
       step "serve on $dev: ${scase#*|}"
       local sargs sout
       read -r -a sargs <<<"${scase%%|*}"
