@@ -342,6 +342,7 @@ void Scheduler::release(Slot& s, FinishReason reason, std::string error) {
   {
     // Counted before the request is finished: a client that saw it end reads the stats with it.
     std::lock_guard<std::mutex> lk(mu_);
+    stats_.generated_tokens = n_sampled_;
     --stats_.active_slots;
     if (reason == FinishReason::kCancelled) ++stats_.requests_cancelled;
     else if (reason == FinishReason::kError) ++stats_.requests_failed;
@@ -404,10 +405,7 @@ void Scheduler::after_logits(Slot& s, const float* logits) {
     return;
   }
   ++s.n_gen;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    ++stats_.generated_tokens;  // every token a request receives (the first is the prompt's)
-  }
+  ++n_sampled_;  // published under the lock by release() and decode_all()
   const std::string out = s.text->push(tok.token_to_piece(next, false));
   if (p.logprobs >= 0) {
     TokenLogprob lp =
@@ -507,6 +505,7 @@ void Scheduler::decode_all() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.decode_seconds += t1 - t0;
+    stats_.generated_tokens = n_sampled_;
     if (st.ok()) {
       ++stats_.decode_steps;
       stats_.decode_batch_tokens += steps_.size();

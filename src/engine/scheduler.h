@@ -226,6 +226,9 @@ class Scheduler {
   size_t prefill_rr_ = 0;
   std::vector<float> logits_;
   std::vector<float> step_logits_;  // one slot's decode step (per-slot decode)
+  // Tokens sampled for requests (worker thread only; stats_.generated_tokens is its copy as of
+  // the last decode step or release, so the worker takes no lock per token).
+  uint64_t n_sampled_ = 0;
   std::vector<int32_t> order_;  // after_logits' top-candidate scratch [n_vocab]
   std::vector<SeqStep> steps_;
   std::vector<Slot*> step_slots_;
