@@ -378,6 +378,11 @@ void register_ops() {
     benchmark::RegisterBenchmark(("attention/32h_8kv_128d/n_kv:" + std::to_string(n_kv)).c_str(),
                                  [=](benchmark::State& s) { bm_attention(s, 32, 8, 128, n_kv); })
         ->UseRealTime();
+  // A small GQA model's decode (head_dim 64): short rows, where each dot's reduction dominates.
+  for (int64_t n_kv : {32, 256, 1024})
+    benchmark::RegisterBenchmark(("attention/9h_3kv_64d/n_kv:" + std::to_string(n_kv)).c_str(),
+                                 [=](benchmark::State& s) { bm_attention(s, 9, 3, 64, n_kv); })
+        ->UseRealTime();
 }
 
 // --- the bandwidth probe's kernels -----------------------------------------------------------

@@ -10,6 +10,7 @@
 #include "ops/cpu/attention.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/ops.h"
+#include "ops/cpu/vec.h"
 #include "quant/quant.h"
 
 namespace hc {
@@ -240,6 +241,71 @@ TEST(Attention, KvPadAndKernelChoiceFollowLlamaCpp) {
   EXPECT_EQ(batch.kqv, ops::F16Matmul::kTinyBlas);
   const auto odd = ops::attention_kernels(7, 64, 250);  // 250 % 16 != 0: kqv falls back
   EXPECT_EQ(odd.kqv, ops::F16Matmul::kVecDot);
+}
+
+// ggml's decode attention one dot product per call, as attention_one computed it before its
+// kernels took many rows at once: the scalar twins of ggml_vec_dot_f16 / tinyBLAS for each
+// score and each output dim, fp32_to_fp16 per element. attention_one must give these bits.
+void attention_one_per_dot(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
+                           int64_t n_kv_pad, const ops::AttentionShape& sh, float scale,
+                           ops::AttentionKernels kern, float* out) {
+  const ops::vec::Kernels& K = ops::vec::scalar_kernels();
+  const auto dot_kq = kern.kq == ops::F16Matmul::kTinyBlas ? K.dot_f16_tinyblas : K.dot_f16;
+  const auto dot_kqv = kern.kqv == ops::F16Matmul::kTinyBlas ? K.dot_f16_tinyblas : K.dot_f16;
+  const int hd = sh.head_dim, group = sh.n_head / sh.n_head_kv;
+  std::vector<fp16_t> qh(hd), p16(n_kv);
+  std::vector<float> w(n_kv_pad);
+  for (int h = 0; h < sh.n_head; ++h) {
+    const int hk = h / group;
+    for (int d = 0; d < hd; ++d) qh[d] = fp32_to_fp16(q[h * hd + d]);
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      w[j] = dot_kq(k + j * sh.k_stride + hk * hd, qh.data(), hd, hd) * scale;
+      mx = w[j] > mx ? w[j] : mx;
+    }
+    const double sum = K.soft_max(w.data(), w.data(), n_kv, n_kv_pad, mx);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j < n_kv; ++j) p16[j] = fp32_to_fp16(w[j] * inv);
+    const fp16_t* vh = v_t + int64_t{hk} * hd * sh.v_stride;
+    for (int d = 0; d < hd; ++d)
+      out[h * hd + d] = dot_kqv(vh + d * sh.v_stride, p16.data(), n_kv, n_kv_pad);
+  }
+}
+
+TEST(Attention, OneTokenEqualsPerDotReferenceBitForBit) {
+  // head_dim 80 leaves a tail beyond the last step of 64 (added in double by ggml_vec_dot_f16);
+  // strides wider than the data and NaN in every cache cell beyond n_kv check the masking.
+  for (int hd : {64, 80, 128}) {
+    for (int64_t n_kv : {1, 23, 256, 300, 1000}) {
+      const int64_t n_ctx = n_kv + 5;
+      ops::AttentionShape sh{6, 2, hd, 2 * hd + 8, n_ctx + 3};
+      std::vector<fp16_t> k(n_ctx * sh.k_stride, 0x7E00), v_t(2 * hd * sh.v_stride, 0x7E00);
+      const auto kf = randn(k.size(), 21), vf = randn(v_t.size(), 22);
+      for (int64_t j = 0; j < n_kv; ++j)
+        for (int64_t e = 0; e < 2 * hd; ++e) {
+          k[j * sh.k_stride + e] = fp32_to_fp16(kf[j * sh.k_stride + e]);
+          v_t[e * sh.v_stride + j] = fp32_to_fp16(vf[e * sh.v_stride + j]);
+        }
+      const auto q = randn(sh.n_head * hd, 23, 2.0f);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      const int64_t n_pad = ops::attention_kv_pad(n_kv);
+      for (int64_t n_tokens : {1, 2}) {
+        const ops::AttentionKernels kern = ops::attention_kernels(n_tokens, hd, n_pad);
+        std::vector<float> want(q.size()), got(q.size()), tmp(2 * n_pad);
+        attention_one_per_dot(q.data(), k.data(), v_t.data(), n_kv, n_pad, sh, scale, kern,
+                              want.data());
+        // Two calls over head ranges, as threads split the heads.
+        ops::attention_one(q.data(), k.data(), v_t.data(), n_kv, n_pad, sh, scale, kern, 0, 4,
+                           got.data(), tmp.data());
+        ops::attention_one(q.data(), k.data(), v_t.data(), n_kv, n_pad, sh, scale, kern, 4,
+                           sh.n_head, got.data(), tmp.data());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(fp32_to_bits(got[i]), fp32_to_bits(want[i]))
+              << "hd " << hd << " n_kv " << n_kv << " n_tokens " << n_tokens << " at " << i
+              << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
 }
 
 TEST(Ops, SoftmaxSwigluReglu) {

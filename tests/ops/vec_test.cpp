@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -61,6 +62,113 @@ TEST(VecKernels, Avx512DotF16EqualsScalarTwin) {
               << "tinyblas n=" << n << " n_valid=" << n_valid << " off=" << off;
         }
       }
+    }
+  }
+}
+
+// nr rows of x (stride ldx) against y, n_valid elements read of n: dot_f16_rows and
+// dot_f16_tinyblas_rows of each table against dot_f16 / dot_f16_tinyblas of every row.
+// Everything beyond what is read (the rest of each row, and of y) holds fp16 NaN or inf, which
+// must never be multiplied: one unmasked lane turns a row's result into NaN.
+void expect_rows_equal_per_row_dots(int64_t nr, int64_t n_valid, int64_t n, int64_t ldx,
+                                    int64_t off, std::mt19937& rng) {
+  std::vector<const Kernels*> tables = {&scalar_kernels()};
+  if (avx512_kernels()) tables.push_back(avx512_kernels());
+  const int64_t read = std::min(n_valid, n);
+  auto xs = to_f16(ranged(static_cast<size_t>(off + nr * ldx), rng));
+  auto ys = to_f16(ranged(static_cast<size_t>(off + std::max(n, n_valid) + 64), rng));
+  const fp16_t garbage[] = {0x7E00, 0x7C00, 0xFC00, 0x7D01};  // qNaN, +inf, -inf, sNaN
+  for (int64_t r = 0; r < nr; ++r)
+    for (int64_t e = read; e < ldx; ++e) xs[off + r * ldx + e] = garbage[(r + e) % 4];
+  for (size_t e = off + read; e < ys.size(); ++e) ys[e] = garbage[e % 4];
+  const fp16_t* x = xs.data() + off;
+  const fp16_t* y = ys.data() + off;
+  const Kernels& ref = scalar_kernels();
+  for (const Kernels* k : tables) {
+    std::vector<float> got(static_cast<size_t>(nr) + 1, -7.0f);  // one past: must stay untouched
+    if (n_valid <= n) {                                          // dot_f16 reads up to n_valid
+      k->dot_f16_rows(x, ldx, nr, y, n_valid, n, got.data());
+      for (int64_t r = 0; r < nr; ++r) {
+        const float want = ref.dot_f16(x + r * ldx, y, n_valid, n);
+        ASSERT_FALSE(std::isnan(want));
+        ASSERT_TRUE(same_bits(got[r], want))
+            << k->name << " nr=" << nr << " n_valid=" << n_valid << " n=" << n << " ldx=" << ldx
+            << " row " << r << ": " << got[r] << " vs " << want;
+        if (avx512_kernels()) {
+          ASSERT_TRUE(same_bits(got[r], avx512_kernels()->dot_f16(x + r * ldx, y, n_valid, n)));
+        }
+      }
+      ASSERT_EQ(got[nr], -7.0f) << k->name << " wrote past row " << nr;
+    }
+    if (n % 16 != 0) continue;  // tinyBLAS takes inner sizes in whole vectors
+    std::fill(got.begin(), got.end(), -7.0f);
+    k->dot_f16_tinyblas_rows(x, ldx, nr, y, n_valid, n, got.data());
+    for (int64_t r = 0; r < nr; ++r) {
+      const float want = ref.dot_f16_tinyblas(x + r * ldx, y, n_valid, n);
+      ASSERT_FALSE(std::isnan(want));
+      ASSERT_TRUE(same_bits(got[r], want))
+          << k->name << " tinyblas nr=" << nr << " n_valid=" << n_valid << " n=" << n
+          << " ldx=" << ldx << " row " << r << ": " << got[r] << " vs " << want;
+    }
+    ASSERT_EQ(got[nr], -7.0f) << k->name << " tinyblas wrote past row " << nr;
+  }
+}
+
+TEST(VecKernels, DotF16RowsEqualPerRowDotsBitForBit) {
+  std::mt19937 rng(4);
+  for (int64_t nr : {1, 5, 15, 16, 17, 33}) {
+    for (int64_t n_valid : {1, 7, 16, 63, 64, 65, 100, 256, 300}) {
+      // Whole steps of 64 only, and n = n_valid (+ 16) where n & ~63 < n_valid: the tail that
+      // dot_f16 adds in double after the reduction. n < n_valid: tinyBLAS only, reads stop at n.
+      for (int64_t n :
+           {int64_t{64}, int64_t{128}, int64_t{256}, int64_t{512}, n_valid, n_valid + 16}) {
+        const int64_t ldx = std::max(n, n_valid) + 24 + nr % 3;            // garbage between rows
+        expect_rows_equal_per_row_dots(nr, n_valid, n, ldx, nr % 2, rng);  // off a vector
+      }
+    }
+  }
+}
+
+TEST(VecKernels, DotF16RowsLongRowsAndCachePaddedViews) {
+  std::mt19937 rng(5);
+  // Rows longer than the AVX-512 kernels' y block (4096), with and without a tail, and
+  // attention's shapes: kq (n_valid = n = head_dim, rows = positions) and kqv (n = n_kv_pad).
+  for (int64_t n_valid : {4097, 5000, 8192}) {
+    for (int64_t n : {n_valid, int64_t{8192}}) {
+      if (n < n_valid) continue;
+      expect_rows_equal_per_row_dots(19, n_valid, n, n + 40, 1, rng);
+    }
+  }
+  for (int64_t hd : {64, 80, 96, 128}) expect_rows_equal_per_row_dots(300, hd, hd, 3 * hd, 0, rng);
+  for (int64_t n_kv : {1, 23, 255, 256, 257, 1000})
+    expect_rows_equal_per_row_dots(64, n_kv, (n_kv + 255) / 256 * 256, 1024 + 8, 0, rng);
+}
+
+TEST(VecKernels, DotF16RowsReduceInGccTreeOrder) {
+  // Products 2^24 and -2^24 in lanes l and l + 8 (l = r % 8) cancel exactly when added first,
+  // as _mm512_reduce_add_ps pairs them; 1 + r in another lane (from the first and second 16
+  // elements) then survives, where adding it to 2^24 first would round it away. A row landing
+  // in another row's output shows as a wrong r.
+  const int64_t nr = 16, n = 64;
+  std::vector<fp16_t> x(nr * n, fp32_to_fp16(0.0f)), y(n, fp32_to_fp16(4096.0f));
+  std::vector<float> want(nr);
+  for (int64_t r = 0; r < nr; ++r) {
+    const int l = static_cast<int>(r % 8), one = (l + 3 + static_cast<int>(r / 8)) % 16;
+    x[r * n + l] = fp32_to_fp16(4096.0f);
+    x[r * n + l + 8] = fp32_to_fp16(-4096.0f);
+    x[r * n + one] = fp32_to_fp16(1.0f / 4096);
+    x[r * n + 16 + one] = fp32_to_fp16(static_cast<float>(r) / 4096);  // the row's id
+    want[r] = 1.0f + static_cast<float>(r);
+  }
+  std::vector<const Kernels*> tables = {&scalar_kernels()};
+  if (avx512_kernels()) tables.push_back(avx512_kernels());
+  for (const Kernels* k : tables) {
+    std::vector<float> got(nr), got_tb(nr);
+    k->dot_f16_rows(x.data(), n, nr, y.data(), n, n, got.data());
+    k->dot_f16_tinyblas_rows(x.data(), n, nr, y.data(), 32, n, got_tb.data());
+    for (int64_t r = 0; r < nr; ++r) {
+      EXPECT_EQ(got[r], want[r]) << k->name << " row " << r;
+      EXPECT_EQ(got_tb[r], want[r]) << k->name << " tinyblas row " << r;
     }
   }
 }

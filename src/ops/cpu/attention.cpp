@@ -31,8 +31,9 @@ void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n
                    int64_t n_kv_pad, const AttentionShape& shape, float scale,
                    AttentionKernels kernels, int h_begin, int h_end, float* out, float* scratch) {
   const vec::Kernels& K = vec::kernels();
-  const auto dot_kq = kernels.kq == F16Matmul::kTinyBlas ? K.dot_f16_tinyblas : K.dot_f16;
-  const auto dot_kqv = kernels.kqv == F16Matmul::kTinyBlas ? K.dot_f16_tinyblas : K.dot_f16;
+  const auto dot_kq = kernels.kq == F16Matmul::kTinyBlas ? K.dot_f16_tinyblas_rows : K.dot_f16_rows;
+  const auto dot_kqv =
+      kernels.kqv == F16Matmul::kTinyBlas ? K.dot_f16_tinyblas_rows : K.dot_f16_rows;
   const int hd = shape.head_dim;
   const int group = shape.n_head / shape.n_head_kv;
   float* w = scratch;                                           // [n_kv_pad] scores, then weights
@@ -40,19 +41,22 @@ void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n
   fp16_t qh[512];  // one head of q as fp16 (ggml converts src1 to vec_dot_type); hd <= 512
   for (int h = h_begin; h < h_end; ++h) {
     const int hk = h / group;
-    for (int d = 0; d < hd; ++d) qh[d] = fp32_to_fp16(q[h * hd + d]);
+    // The F16 row conversion rounds to nearest even like fp32_to_fp16, with F16C where present.
+    quant::quantize_row(GgmlType::F16, q + h * hd, qh, hd);
     // kq row, scaled (soft_max_ext: x * scale + mask; the mask adds 0 here, -inf beyond n_kv).
+    dot_kq(k + hk * hd, shape.k_stride, n_kv, qh, hd, hd, w);
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; ++j) {
-      w[j] = dot_kq(k + j * shape.k_stride + hk * hd, qh, hd, hd) * scale;
+      w[j] *= scale;
       mx = w[j] > mx ? w[j] : mx;
     }
     const double sum = K.soft_max(w, w, n_kv, n_kv_pad, mx);
     const float inv = static_cast<float>(1.0 / sum);
-    for (int64_t j = 0; j < n_kv; ++j) p16[j] = fp32_to_fp16(w[j] * inv);
+    for (int64_t j = 0; j < n_kv; ++j) w[j] *= inv;
+    quant::quantize_row(GgmlType::F16, w, p16, n_kv);
+    // kqv: row d of this kv head's V^T (over positions) against the weights.
     const fp16_t* vh = v_t + static_cast<int64_t>(hk) * hd * shape.v_stride;
-    for (int d = 0; d < hd; ++d)
-      out[h * hd + d] = dot_kqv(vh + d * shape.v_stride, p16, n_kv, n_kv_pad);
+    dot_kqv(vh, shape.v_stride, hd, p16, n_kv, n_kv_pad, out + h * hd);
   }
 }
 

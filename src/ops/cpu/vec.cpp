@@ -63,6 +63,16 @@ float dot_f16_tinyblas(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_
   return reduce_add_16(acc);
 }
 
+void dot_f16_rows(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y, int64_t n_valid,
+                  int64_t n, float* out) {
+  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16(x + r * ldx, y, n_valid, n);
+}
+
+void dot_f16_tinyblas_rows(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y,
+                           int64_t n_valid, int64_t n, float* out) {
+  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16_tinyblas(x + r * ldx, y, n_valid, n);
+}
+
 double soft_max(float* y, const float* x, int64_t n_valid, int64_t n, float max) {
   const int64_t n16 = n & ~int64_t{15};
   double sum = 0.0;
@@ -86,7 +96,8 @@ void swiglu(float* y, const float* x, const float* g, int64_t n) {
   for (int64_t i = n16; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
 }
 
-const Kernels kScalar = {"scalar", dot_f16, dot_f16_tinyblas, soft_max, swiglu};
+const Kernels kScalar = {"scalar", dot_f16, dot_f16_tinyblas, dot_f16_rows, dot_f16_tinyblas_rows,
+                         soft_max, swiglu};
 
 }  // namespace
 

@@ -22,6 +22,17 @@ struct Kernels {
   // llamafile tinyBLAS<16, __m512> F16 x F16, which ggml uses when a matmul has >= 2 columns:
   // one 16-lane FMA accumulator over n (n % 16 == 0), reduced by _mm512_reduce_add_ps.
   float (*dot_f16_tinyblas)(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) = nullptr;
+  // Many rows against one y, as attention's kq (rows = cache positions) and kqv (rows = head
+  // dims) need: out[r] = dot_f16(x + r * ldx, y, n_valid, n) for r < nr, and likewise for
+  // the tinyBLAS order, bit for bit. The AVX-512 versions reduce 16 rows at once with the same
+  // additions _mm512_reduce_add_ps makes for each, so short rows stop paying one horizontal
+  // reduction each. Each row and y are read as the one-row kernels read them (dot_f16: the
+  // first n_valid elements; tinyBLAS: the first min(n_valid, n)), so cache cells beyond them
+  // may hold anything.
+  void (*dot_f16_rows)(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y, int64_t n_valid,
+                       int64_t n, float* out) = nullptr;
+  void (*dot_f16_tinyblas_rows)(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y,
+                                int64_t n_valid, int64_t n, float* out) = nullptr;
   // ggml_vec_soft_max_f32: y[i] = exp(x[i] - max) for i < n_valid, ggml_v_expf in blocks of 16
   // below n & ~15 and expf above; returns the sum in ggml's order (each block reduced in float,
   // blocks and tail added in double). Positions [n_valid, n) are masked: exp = 0, not stored.
