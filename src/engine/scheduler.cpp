@@ -138,6 +138,7 @@ Scheduler::Scheduler(std::shared_ptr<const LlamaModel> model,
     slots_.push_back(std::make_unique<Slot>(hp.n_layer, params_.n_ctx_slot,
                                             int64_t{hp.n_head_kv} * hp.head_dim));
   scratch_.sparse = sparse_.get();
+  mixed_ = !sparse_ && !hp.is_moe();
   stats_.n_slots = params_.n_parallel;
   for (const auto& sl : slots_) stats_.kv_bytes += sl->cache.bytes();
 }
@@ -178,6 +179,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Llama
     device.dynamic->attach(s->scratch_.moe);
   }
   s->device_ = std::move(device);
+  if (s->per_slot_decode()) s->mixed_ = false;  // every pass is one slot's own
   s->start();
   return s;
 }
@@ -437,7 +439,7 @@ Status Scheduler::forward_slot(Slot& s, std::span<const int32_t> tokens, int pos
   return st;
 }
 
-void Scheduler::prefill_one() {
+Scheduler::Slot* Scheduler::next_prefill() {
   const size_t n = slots_.size();
   for (size_t k = 0; k < n; ++k) {
     Slot& s = *slots_[(prefill_rr_ + k) % n];
@@ -448,34 +450,55 @@ void Scheduler::prefill_one() {
       release(s, FinishReason::kError,
               "prompt of " + std::to_string(prompt.size()) + " tokens does not fit a slot of " +
                   std::to_string(params_.n_ctx_slot));
-      return;
+      return nullptr;
     }
     if (s.new_request) setup_slot(s);
-    // Chunks of n_batch tokens from position 0, as Session::eval makes them (the same arithmetic
-    // as hotcold run); after a reused prefix, up to the next chunk boundary first.
-    const size_t b = s.n_prompt_done, nb = static_cast<size_t>(params_.n_batch);
-    const size_t len = std::min(prompt.size(), (b / nb + 1) * nb) - b;
-    const double t0 = seconds_now();
-    const Status st = forward_slot(s, std::span<const int32_t>(prompt).subspan(b, len),
-                                   static_cast<int>(b), &logits_);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stats_.prompt_seconds += seconds_now() - t0;
-      if (st.ok()) stats_.prompt_tokens += len;
-    }
-    if (!st.ok()) {
-      release(s, FinishReason::kError, st.message());
-      return;
-    }
-    s.history.insert(s.history.end(), prompt.begin() + b, prompt.begin() + b + len);
-    s.n_prompt_done = b + len;
-    s.n_computed = static_cast<int64_t>(s.n_prompt_done);
-    if (s.n_prompt_done == prompt.size()) after_logits(s, logits_.data());
-    return;
+    return &s;
   }
+  return nullptr;
 }
 
-void Scheduler::decode_all() {
+size_t Scheduler::prompt_chunk_end(const Slot& s, bool micro) const {
+  // Chunks of n_batch tokens from position 0, as Session::eval makes them (the same arithmetic
+  // as hotcold run); after a reused prefix, up to the next chunk boundary first. `micro`: only
+  // up to the end of the micro-batch llama_forward would make there (the mixed pass's unit).
+  const size_t size = s.req->prompt().size();
+  const size_t b = s.n_prompt_done, nb = static_cast<size_t>(params_.n_batch);
+  const size_t cs = b / nb * nb, ce = std::min(size, cs + nb);
+  if (!micro) return ce;
+  const auto ub = static_cast<size_t>(forward_ubatch(model_->hparams()));
+  return std::min(ce, cs + ((b - cs) / ub + 1) * ub);
+}
+
+void Scheduler::prefilled(Slot& s, size_t end, const Status& st, double seconds,
+                          const float* logits) {
+  const size_t b = s.n_prompt_done;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stats_.prompt_seconds += seconds;
+    if (st.ok()) stats_.prompt_tokens += end - b;
+  }
+  if (!st.ok()) {
+    release(s, FinishReason::kError, st.message());
+    return;
+  }
+  const std::vector<int32_t>& prompt = s.req->prompt();
+  s.history.insert(s.history.end(), prompt.begin() + static_cast<int64_t>(b),
+                   prompt.begin() + static_cast<int64_t>(end));
+  s.n_prompt_done = end;
+  s.n_computed = static_cast<int64_t>(end);
+  if (end == prompt.size()) after_logits(s, logits);
+}
+
+void Scheduler::prefill_chunk(Slot& s) {
+  const size_t b = s.n_prompt_done, e = prompt_chunk_end(s, false);
+  const double t0 = seconds_now();
+  const Status st = forward_slot(s, std::span<const int32_t>(s.req->prompt()).subspan(b, e - b),
+                                 static_cast<int>(b), &logits_);
+  prefilled(s, e, st, seconds_now() - t0, logits_.data());
+}
+
+void Scheduler::collect_steps() {
   steps_.clear();
   step_slots_.clear();
   for (auto& sp : slots_) {
@@ -484,24 +507,9 @@ void Scheduler::decode_all() {
     steps_.push_back({&s.cache, static_cast<int>(s.history.size()), s.pending});
     step_slots_.push_back(&s);
   }
-  if (steps_.empty()) return;
-  const double t0 = seconds_now();
-  Status st;
-  if (per_slot_decode()) {
-    // Each slot's step over the device placement with its own session (run's arithmetic).
-    const int64_t n_vocab = model_->hparams().n_vocab;
-    logits_.resize(steps_.size() * static_cast<size_t>(n_vocab));
-    for (size_t i = 0; i < steps_.size() && st.ok(); ++i) {
-      const int32_t tok[1] = {steps_[i].token};
-      st = forward_slot(*step_slots_[i], tok, steps_[i].pos, &step_logits_);
-      if (st.ok())
-        std::copy(step_logits_.begin(), step_logits_.begin() + n_vocab,
-                  logits_.begin() + static_cast<int64_t>(i) * n_vocab);
-    }
-  } else {
-    st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
-  }
-  const double t1 = seconds_now();
+}
+
+void Scheduler::decoded(const Status& st, double t0, double t1, const float* logits) {
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.decode_seconds += t1 - t0;
@@ -523,8 +531,60 @@ void Scheduler::decode_all() {
     }
     s.history.push_back(s.pending);
     s.pending = -1;
-    after_logits(s, logits_.data() + static_cast<int64_t>(i) * n_vocab);
+    after_logits(s, logits + static_cast<int64_t>(i) * n_vocab);
   }
+}
+
+void Scheduler::decode_all() {
+  collect_steps();
+  if (steps_.empty()) return;
+  const double t0 = seconds_now();
+  Status st;
+  if (per_slot_decode()) {
+    // Each slot's step over the device placement with its own session (run's arithmetic).
+    const int64_t n_vocab = model_->hparams().n_vocab;
+    logits_.resize(steps_.size() * static_cast<size_t>(n_vocab));
+    for (size_t i = 0; i < steps_.size() && st.ok(); ++i) {
+      const int32_t tok[1] = {steps_[i].token};
+      st = forward_slot(*step_slots_[i], tok, steps_[i].pos, &step_logits_);
+      if (st.ok())
+        std::copy(step_logits_.begin(), step_logits_.begin() + n_vocab,
+                  logits_.begin() + static_cast<int64_t>(i) * n_vocab);
+    }
+  } else {
+    st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
+  }
+  decoded(st, t0, seconds_now(), logits_.data());
+}
+
+void Scheduler::step() {
+  Slot* p = next_prefill();
+  if (p && mixed_) {
+    collect_steps();
+    if (!steps_.empty()) {
+      // One pass for a micro-batch of p's prompt and every generating slot's next token: the
+      // weights are read once for both, and each row keeps the arithmetic it has alone.
+      const size_t b = p->n_prompt_done, e = prompt_chunk_end(*p, true);
+      const bool last = e == p->req->prompt().size();
+      const double t0 = seconds_now();
+      const Status st = llama_forward_mixed(
+          *model_, p->cache, std::span<const int32_t>(p->req->prompt()).subspan(b, e - b),
+          static_cast<int>(b), last, steps_, scratch_, pool_, &logits_);
+      const double t1 = seconds_now();
+      // The pass's time is shared by its rows.
+      const double share = static_cast<double>(e - b) / static_cast<double>(e - b + steps_.size());
+      const int64_t n_vocab = model_->hparams().n_vocab;
+      if (st.ok()) {
+        std::lock_guard<std::mutex> lk(mu_);
+        ++stats_.mixed_passes;
+      }
+      prefilled(*p, e, st, (t1 - t0) * share, logits_.data());
+      decoded(st, t0 + (t1 - t0) * share, t1, logits_.data() + (last ? n_vocab : 0));
+      return;
+    }
+  }
+  if (p) prefill_chunk(*p);
+  decode_all();
 }
 
 void Scheduler::worker() {
@@ -536,8 +596,7 @@ void Scheduler::worker() {
       admit_locked();
     }
     reap_cancelled();
-    prefill_one();
-    decode_all();
+    step();
   }
   // Shutting down: nothing is left waiting.
   cancel_queue();

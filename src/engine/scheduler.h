@@ -3,11 +3,15 @@
 // A fixed number of slots (--parallel), each with its own KV cache, run on one worker thread
 // that owns the thread pool and the forward-pass scratch. Requests wait in a bounded FIFO
 // queue and take the first free slot (fair: first come, first served). Every iteration of
-// the worker evaluates one prompt chunk (n_batch tokens) of one slot that is still reading
-// its prompt, round robin, then one decode step for every generating slot together
-// (llama_forward_multi: the weights are read once for the whole batch, each slot attends
-// over its own cache). Decode is batch-invariant, so a request's tokens do not depend on
-// what else is running: greedy output equals `hotcold run`.
+// the worker takes the next slot that is still reading its prompt, round robin, and one decode
+// step for every generating slot together, in one forward pass (llama_forward_mixed): one
+// micro-batch of that prompt (at most 128 tokens, on `hotcold run`'s micro-batch grid) rides
+// with the decode rows, so the weights are read once for both. With no slot generating, the
+// prompt goes in chunks of n_batch tokens alone; with a device or a sparse FFN the prompt chunk
+// and the decode step are separate passes. Each row keeps the arithmetic it has alone: the
+// prompt's as its micro-batch in `hotcold run`, each decode step's as a one-token call
+// (llama_forward_multi: each slot attends over its own cache). So a request's tokens do not
+// depend on what else is running: greedy output equals `hotcold run`.
 //
 // Requests are cancelled by their owner (client gone) or by shutdown; finished slots are
 // freed at once. Text is produced through TextStream (complete UTF-8, stop strings).
@@ -141,6 +145,7 @@ struct SchedulerStats {
   uint64_t prompt_tokens = 0;
   uint64_t generated_tokens = 0;  // tokens sampled for requests (each one's first from its prompt)
   uint64_t decode_steps = 0, decode_batch_tokens = 0;  // mean batch = tokens / steps
+  uint64_t mixed_passes = 0;  // prompt micro-batches evaluated inside a decode pass
   double decode_seconds = 0, prompt_seconds = 0;
   double recent_tokens_per_second = 0;  // generated tokens over the last 10 s
   int queue_depth = 0, active_slots = 0, n_slots = 0;
@@ -206,8 +211,16 @@ class Scheduler {
   bool admit_locked();                  // queue -> free slots
   void setup_slot(Slot& slot);          // a new request's cached prefix (prompt cache)
   void keep_prefix(Slot& slot, int64_t keep);  // saves what slot would lose beyond `keep`
-  void prefill_one();                   // one prompt chunk of one slot
+  void step();                          // one iteration of the worker's loop
+  Slot* next_prefill();                 // the next slot reading its prompt (round robin)
+  size_t prompt_chunk_end(const Slot& slot, bool micro) const;
+  void prefill_chunk(Slot& slot);       // one prompt chunk of one slot, alone
+  // A prompt pass of slot up to `end` is done: stats, history, sampling when complete.
+  void prefilled(Slot& slot, size_t end, const Status& st, double seconds, const float* logits);
+  void collect_steps();                 // steps_ / step_slots_: every generating slot
   void decode_all();                    // one token for every generating slot
+  // A decode pass over steps_ is done (logits [steps_.size(), n_vocab]).
+  void decoded(const Status& st, double t0, double t1, const float* logits);
   void after_logits(Slot& slot, const float* logits);  // sample, emit, finish or continue
   void release(Slot& slot, FinishReason reason, std::string error = {});
   void reap_cancelled();
@@ -224,6 +237,9 @@ class Scheduler {
   int64_t reuse_unit_ = 0;  // engine/prompt_cache.h's grid for this model and n_batch
   uint64_t use_clock_ = 0;  // slots' last use, for least-recently-used choices
   size_t prefill_rr_ = 0;
+  // Prompt micro-batches ride in the decode pass (llama_forward_mixed): the dense host model
+  // without a device or dynamic sparsity.
+  bool mixed_ = false;
   std::vector<float> logits_;
   std::vector<float> step_logits_;  // one slot's decode step (per-slot decode)
   // Tokens sampled for requests (worker thread only; stats_.generated_tokens is its copy as of

@@ -88,33 +88,45 @@ Status validate_steps(const LlamaModel& model, std::span<const SeqStep> steps,
 }
 
 // The token rows of one forward pass and where each meets the KV cache: one sequence (row t is
-// tokens[t] at position pos0 + t of `cache`), or independent decode steps (row t is steps[t],
-// with its own cache and position). The layer code below serves both.
+// tokens[t] at position pos0 + t of `cache`), independent decode steps (row t is steps[t], with
+// its own cache and position), or both: the sequence's rows [0, n_seq) first, then the steps
+// (the server's mixed pass). The layer code below serves all three; the sequence's rows get the
+// arithmetic of that micro-batch alone, every step's row that of its one-token call.
 struct Rows {
   int64_t n_tok = 0;
-  KvCache* cache = nullptr;  // one sequence
+  int64_t n_seq = 0;         // rows [0, n_seq) are the sequence's
+  KvCache* cache = nullptr;  // the sequence
   std::span<const int32_t> tokens;
   int pos0 = 0;
-  std::span<const SeqStep> steps;  // several sequences
+  std::span<const SeqStep> steps;  // rows [n_seq, n_tok)
 
   static Rows sequence(KvCache& cache, std::span<const int32_t> tokens, int pos0) {
-    return {static_cast<int64_t>(tokens.size()), &cache, tokens, pos0, {}};
+    const auto n = static_cast<int64_t>(tokens.size());
+    return {n, n, &cache, tokens, pos0, {}};
   }
   static Rows decode_steps(std::span<const SeqStep> steps) {
-    return {static_cast<int64_t>(steps.size()), nullptr, {}, 0, steps};
+    return {static_cast<int64_t>(steps.size()), 0, nullptr, {}, 0, steps};
   }
-  bool multi() const { return !steps.empty(); }
-  KvCache& cache_of(int64_t t) const { return multi() ? *steps[t].cache : *cache; }
-  int pos_of(int64_t t) const { return multi() ? steps[t].pos : pos0 + static_cast<int>(t); }
-  int32_t token_of(int64_t t) const { return multi() ? steps[t].token : tokens[t]; }
+  static Rows mixed(KvCache& cache, std::span<const int32_t> tokens, int pos0,
+                    std::span<const SeqStep> steps) {
+    const auto n = static_cast<int64_t>(tokens.size());
+    return {n + static_cast<int64_t>(steps.size()), n, &cache, tokens, pos0, steps};
+  }
+  bool has_steps() const { return !steps.empty(); }
+  bool is_step(int64_t t) const { return t >= n_seq; }
+  KvCache& cache_of(int64_t t) const { return is_step(t) ? *steps[t - n_seq].cache : *cache; }
+  int pos_of(int64_t t) const {
+    return is_step(t) ? steps[t - n_seq].pos : pos0 + static_cast<int>(t);
+  }
+  int32_t token_of(int64_t t) const { return is_step(t) ? steps[t - n_seq].token : tokens[t]; }
   // llama.cpp attends over a cache view padded past the batch's last position and picks its
   // f16 kernels by the batch size; both change the rounding, so mirror them. An independent
   // step sees exactly what its own one-token decode would.
   int64_t kv_pad(int64_t t) const {
-    return ops::attention_kv_pad(multi() ? pos_of(t) + 1 : pos0 + n_tok);
+    return ops::attention_kv_pad(is_step(t) ? pos_of(t) + 1 : pos0 + n_seq);
   }
   ops::AttentionKernels kernels(int64_t t, int head_dim) const {
-    return ops::attention_kernels(multi() ? 1 : n_tok, head_dim, kv_pad(t));
+    return ops::attention_kernels(is_step(t) ? 1 : n_seq, head_dim, kv_pad(t));
   }
   int64_t max_kv_pad() const {
     int64_t m = 0;
@@ -199,22 +211,25 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
   }
   rope_and_store(hp, il, rows, s);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
-  if (!rows.multi() && n_tok >= ops::kGemmMinTokens && ops::attention_batch_available()) {
+  int64_t t_one = 0;  // rows from here on attend one (token, head) at a time
+  if (rows.n_seq >= ops::kGemmMinTokens && ops::attention_batch_available()) {
     // Prompt batches: blocked score / value GEMMs instead of one dot per (token, head, key).
     KvCache& cache = *rows.cache;
     const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
-    ops::attention_batch(s.q, cache.k_at(il, 0), cache.v_row(il, 0), rows.pos0, n_tok,
+    ops::attention_batch(s.q, cache.k_at(il, 0), cache.v_row(il, 0), rows.pos0, rows.n_seq,
                          shape, scale, s.att, pool, s.att_blk);
-  } else {
+    t_one = rows.n_seq;
+  }
+  if (t_one < n_tok) {
     // Work items are (token, head) pairs so that single-token decode still uses every thread.
-    const int64_t n_items = n_tok * hp.n_head;
+    const int64_t n_items = (n_tok - t_one) * hp.n_head;
     const int64_t tmp_stride = 2 * rows.max_kv_pad();
     pool.run([&](int ith, int nth) {
       int64_t b, e;
       ThreadPool::split(n_items, ith, nth, &b, &e);
       float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * tmp_stride;
       for (int64_t it = b; it < e; ++it) {
-        const int64_t t = it / hp.n_head;
+        const int64_t t = t_one + it / hp.n_head;
         const int h = static_cast<int>(it % hp.n_head);
         KvCache& cache = rows.cache_of(t);
         const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
@@ -334,10 +349,13 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   ensure(s.rope, n_tok * hp.n_rot);
   if (s.v16.size() < static_cast<size_t>(kv_dim)) s.v16.resize(kv_dim);
   ensure(s.att_tmp, static_cast<size_t>(pool.size()) * 2 * rows.max_kv_pad());
-  // Independent sequences must not see each other in the arithmetic: every matmul row as in a
-  // one-token call (never the packed GEMM, which rounds differently).
-  const ops::MatmulMode mode = rows.multi() ? ops::MatmulMode::kPerToken : ops::MatmulMode::kAuto;
+  // Independent sequences must not see each other in the arithmetic: every decode step's matmul
+  // row as in a one-token call (never the packed GEMM, which rounds differently), a mixed
+  // pass's sequence rows as their micro-batch alone.
+  const ops::MatmulMode mode =
+      rows.n_seq == 0 ? ops::MatmulMode::kPerToken : ops::MatmulMode::kAuto;
   s.in.set_mode(mode);
+  s.in.set_auto_rows(rows.n_seq);
   s.sparse_scratch.pred_in.set_mode(mode);
 
   for (int64_t t = 0; t < n_tok; ++t) {
@@ -363,6 +381,9 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   const int64_t n_out = n_tok - first_out;
   float* xo = s.x.data() + first_out * hp.n_embd;
   norm_rows(hp, xo, s.xb.data(), W.output_norm, W.output_norm_b, n_out);
+  // A mixed pass's logits rows (the sequence's last, the steps) each as a one-token call, as
+  // the sequence's last row alone is in llama_forward.
+  if (rows.has_steps()) s.in.set_auto_rows(0);
   ops::matmul(W.output, s.xb.data(), n_out, out, pool, s.in);
   return Status::Ok();
 }
@@ -394,6 +415,46 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
                             : (b + n == n_tok ? logits->data() : nullptr);
     const Rows rows = Rows::sequence(cache, tokens.subspan(b, n), pos0 + static_cast<int>(b));
     HC_TRY(forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out));
+  }
+  return Status::Ok();
+}
+
+Status llama_forward_mixed(const LlamaModel& model, KvCache& cache,
+                           std::span<const int32_t> chunk, int pos0, bool chunk_logits,
+                           std::span<const SeqStep> steps, ForwardScratch& s, ThreadPool& pool,
+                           std::vector<float>* logits) {
+  if (steps.empty()) {
+    HC_TRY(llama_forward(model, cache, s, pool, chunk, pos0, false, logits));
+    if (!chunk_logits) logits->clear();
+    return Status::Ok();
+  }
+  HC_TRY(validate(model, cache, chunk, pos0));
+  HC_TRY(validate_steps(model, steps, logits));
+  const LlamaHParams& hp = model.hparams();
+  if (s.device || s.sparse || s.observer || hp.is_moe())
+    return Status::Error("a mixed prompt / decode pass runs the dense host model only (no "
+                         "device, sparse FFN, observer or experts)");
+  const int64_t ub = forward_ubatch(hp);
+  if (static_cast<int64_t>(chunk.size()) > ub)
+    return Status::Error("a mixed pass takes one prompt micro-batch: " +
+                         std::to_string(chunk.size()) + " tokens, at most " + std::to_string(ub));
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].cache == &cache)
+      return Status::Error("decode step " + std::to_string(i) +
+                           " uses the prompt's KV cache (one row set per sequence)");
+  const int64_t n_vocab = hp.n_vocab;
+  const int64_t n_chunk_out = chunk_logits ? 1 : 0;
+  const int64_t n_steps = static_cast<int64_t>(steps.size());
+  logits->resize(static_cast<size_t>(n_chunk_out + n_steps) * n_vocab);
+  const int64_t n_first = std::min<int64_t>(kForwardUbatch, n_steps);
+  const int64_t n_chunk = static_cast<int64_t>(chunk.size());
+  HC_TRY(forward_ubatch(model, Rows::mixed(cache, chunk, pos0, steps.first(n_first)), s, pool,
+                        n_chunk - n_chunk_out, logits->data()));
+  // Steps beyond one micro-batch: as llama_forward_multi splits them.
+  for (int64_t b = n_first; b < n_steps; b += kForwardUbatch) {
+    const int64_t n = std::min<int64_t>(kForwardUbatch, n_steps - b);
+    HC_TRY(forward_ubatch(model, Rows::decode_steps(steps.subspan(b, n)), s, pool, 0,
+                          logits->data() + (n_chunk_out + b) * n_vocab));
   }
   return Status::Ok();
 }

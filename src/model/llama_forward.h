@@ -98,4 +98,20 @@ struct SeqStep {
 Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
                            ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits);
 
+// One prompt micro-batch of one sequence and a decode step each of other sequences in one pass
+// (the server's mixed step): the weights are streamed once for both, and no bit changes. The
+// chunk's rows get exactly the arithmetic llama_forward gives that micro-batch (the packed GEMM
+// and batched attention from ops::kGemmMinTokens tokens), each step's row that of
+// llama_forward_multi (a one-token call's). So `chunk` must be one of the micro-batches
+// llama_forward would make of the prompt (at most forward_ubatch tokens, starting on its grid)
+// for the cache contents and logits to equal that call's.
+// logits receives [chunk_logits + steps.size(), n_vocab]: the chunk's last token's first when
+// chunk_logits, then the steps'. Steps beyond kForwardUbatch run in further passes.
+// Dense host models only (no device session, sparse FFN, observer or experts); errors as
+// llama_forward's and llama_forward_multi's, and a step that shares the chunk's cache.
+Status llama_forward_mixed(const LlamaModel& model, KvCache& cache,
+                           std::span<const int32_t> chunk, int pos0, bool chunk_logits,
+                           std::span<const SeqStep> steps, ForwardScratch& s, ThreadPool& pool,
+                           std::vector<float>* logits);
+
 }  // namespace hc

@@ -98,6 +98,41 @@ TEST_P(SchedulerTypes, ConcurrentRequestsGiveTheSessionOutputs) {
   EXPECT_EQ(st.requests_finished, 7u);
   EXPECT_EQ(st.active_slots, 0);
   EXPECT_GT(st.decode_batch_tokens, st.decode_steps);  // steps really were batched
+  EXPECT_GT(st.mixed_passes, 0u);  // prompt chunks rode in decode passes
+}
+
+// A long prompt (several 128-token micro-batches of one 512-token chunk) arriving while other
+// slots generate is read one micro-batch per decode pass, and still gives run's output with
+// run's default batch.
+TEST_P(SchedulerTypes, LongPromptRidesInDecodePasses) {
+  Fixture f = make_model(GetParam());
+  SchedulerParams sp;
+  sp.n_parallel = 3;
+  sp.n_ctx_slot = 400;
+  sp.n_batch = 512;
+  Scheduler sched(f.model, nullptr, sp);
+  std::vector<std::shared_ptr<GenRequest>> reqs;
+  std::vector<GenerationParams> params;
+  for (int i = 0; i < 3; ++i) {
+    GenerationParams p;
+    p.max_tokens = i < 2 ? 40 : 12;
+    p.ignore_eos = true;
+    p.sampling.temp = 0.0f;
+    params.push_back(p);
+    reqs.push_back(std::make_shared<GenRequest>(prompt_of(i < 2 ? 4 + i : 300, i), p));
+    ASSERT_EQ(sched.submit(reqs.back()), SubmitResult::kAccepted);
+    if (i == 1) {  // the long prompt comes once the first two generate
+      while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
+    }
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const GenRequest::Update u = reqs[i]->wait_all();
+    const auto [text, n] =
+        reference(f.model, reqs[i]->prompt(), params[i], sp.n_ctx_slot, nullptr, sp.n_batch);
+    EXPECT_EQ(u.n_generated, n) << i;
+    EXPECT_EQ(u.text, text) << "request " << i;
+  }
+  EXPECT_GE(sched.stats().mixed_passes, 3u);  // 128 + 128 + 44 tokens
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SchedulerTypes,

@@ -3,6 +3,7 @@
 // several weight types with and without the decode layout, batch sizes around the GEMM
 // threshold, positions on both sides of the attention view's 256-position padding, and more
 // steps than one micro-batch; the sparse FFN runs in the batch; bad input is a Status error.
+// The same for llama_forward_mixed (a prompt micro-batch riding in the decode pass).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "model/llama_forward.h"
 #include "model/llama_model.h"
+#include "model/ffn_observer.h"
 #include "model/sparse_ffn.h"
 #include "tiny_model.h"
 
@@ -203,6 +205,131 @@ TEST(ForwardMulti, SparseFfnRunsOverTheBatch) {
       }
     }
   }
+}
+
+// llama_forward_mixed: one prompt micro-batch of a sequence plus a decode step of each of the
+// others in one pass. The chunk's logits and cache equal llama_forward of that chunk alone (the
+// GEMM and batched attention from 8 tokens, the decode kernels below), every step's equal its
+// one-token decode, for chunks below, at and above the GEMM threshold up to a whole
+// micro-batch, with and without the chunk's logits.
+void expect_mixed_matches_separate(const LlamaModel& m, bool many_steps, const std::string& what) {
+  const int64_t n_vocab = m.hparams().n_vocab;
+  ThreadPool pool(2);
+  ForwardScratch s, ref;
+  Sequences seqs(m, many_steps ? static_cast<int>(kForwardUbatch) + 2 : 4, s, pool);
+  KvCache prompt_cache(m.hparams().n_layer, 320, kv_dim(m));
+  KvCache prompt_copy = prompt_cache;
+  int pos = 0;
+  int round = 0;
+  for (int chunk : {5, 8, 16, 3, static_cast<int>(kForwardUbatch), 9}) {
+    std::vector<int32_t> toks(static_cast<size_t>(chunk));
+    for (int j = 0; j < chunk; ++j) toks[j] = token_at(m, 99, pos + j);
+    const bool chunk_logits = round % 2 == 0;
+    std::vector<KvCache> copies = seqs.caches;
+    std::vector<SeqStep> steps;
+    for (size_t i = 0; i < seqs.caches.size(); ++i)
+      steps.push_back(
+          {&seqs.caches[i], seqs.pos[i], token_at(m, static_cast<int64_t>(i) + 50, round)});
+    std::vector<float> logits;
+    const Status st = llama_forward_mixed(m, prompt_cache, toks, pos, chunk_logits, steps, s, pool,
+                                          &logits);
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message();
+    const int64_t off = chunk_logits ? 1 : 0;
+    ASSERT_EQ(logits.size(), (off + steps.size()) * static_cast<size_t>(n_vocab));
+    std::vector<float> l;
+    ASSERT_TRUE(llama_forward(m, prompt_copy, ref, pool, toks, pos, false, &l).ok());
+    if (chunk_logits) {
+      ASSERT_EQ(0, std::memcmp(logits.data(), l.data(), n_vocab * sizeof(float)))
+          << what << ": the chunk of " << chunk << " at " << pos << "'s logits";
+    }
+    ASSERT_TRUE(prompt_cache.k == prompt_copy.k && prompt_cache.v == prompt_copy.v)
+        << what << ": the chunk of " << chunk << "'s cache";
+    for (size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_TRUE(llama_forward(m, copies[i], ref, pool, std::span(&steps[i].token, 1),
+                                steps[i].pos, false, &l).ok());
+      ASSERT_EQ(0, std::memcmp(logits.data() + (off + static_cast<int64_t>(i)) * n_vocab,
+                               l.data(), n_vocab * sizeof(float)))
+          << what << " chunk " << chunk << " step " << i << " of " << steps.size();
+      ASSERT_TRUE(seqs.caches[i].k == copies[i].k && seqs.caches[i].v == copies[i].v)
+          << what << " step " << i << ": cache differs";
+      seqs.pos[i] += 1;
+    }
+    pos += chunk;
+    ++round;
+  }
+}
+
+class ForwardMixedTypes : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(ForwardMixedTypes, ChunkAndStepsEqualTheirSeparatePasses) {
+  TinyModelSpec spec;
+  spec.wtype = GetParam();
+  spec.n_embd = 256;
+  spec.n_ff = 256;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  for (bool repack : {false, true}) {
+    auto m = load(bytes, repack);
+    ASSERT_TRUE(m);
+    expect_mixed_matches_separate(*m, false, std::string(dtype_name(GetParam())) + " repack " +
+                                                 std::to_string(repack));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, ForwardMixedTypes,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::Q8_0,
+                                           GgmlType::Q4_1, GgmlType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(ForwardMixed, MoreStepsThanOneMicroBatch) {
+  TinyModelSpec spec;
+  spec.wtype = GgmlType::Q4_0;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = load(bytes, true);
+  ASSERT_TRUE(m);
+  expect_mixed_matches_separate(*m, true, "Q4_0 130 steps");
+}
+
+TEST(ForwardMixed, BadInputIsAnError) {
+  TinyModel tm({});
+  auto bytes = tm.bytes();
+  auto m = load(bytes, false);
+  ASSERT_TRUE(m);
+  const int n_layer = m->hparams().n_layer;
+  ThreadPool pool(1);
+  ForwardScratch s;
+  KvCache a(n_layer, 300, kv_dim(*m)), b(n_layer, 8, kv_dim(*m));
+  const KvCache a0 = a, b0 = b;
+  std::vector<float> l;
+  const std::vector<int32_t> three = {1, 2, 3};
+  const std::vector<int32_t> long_chunk(static_cast<size_t>(kForwardUbatch) + 1, 1);
+  auto expect_error = [&](std::span<const int32_t> chunk, int pos0,
+                          std::vector<SeqStep> steps, const std::string& want) {
+    const Status st = llama_forward_mixed(*m, a, chunk, pos0, true, steps, s, pool, &l);
+    ASSERT_FALSE(st.ok()) << want;
+    EXPECT_NE(st.message().find(want), std::string::npos) << st.message();
+    EXPECT_TRUE(a.k == a0.k && a.v == a0.v && b.k == b0.k && b.v == b0.v)
+        << "nothing may be computed: " << want;
+  };
+  expect_error(three, 0, {{&a, 5, 1}}, "uses the prompt's KV cache");
+  expect_error(long_chunk, 0, {{&b, 0, 1}}, "at most 128");
+  expect_error({}, 0, {{&b, 0, 1}}, "no tokens");
+  expect_error(three, 299, {{&b, 0, 1}}, "context overflow");
+  expect_error(three, 0, {{&b, 8, 1}}, "position 8 does not fit");
+  struct Null : FfnObserver {
+    void on_ffn_activation(int, const float*, int64_t, int64_t) override {}
+  } observer;
+  s.observer = &observer;
+  expect_error(three, 0, {{&b, 0, 1}}, "dense host model only");
+  s.observer = nullptr;
+  // Without steps it is llama_forward (the chunk's logits, or none).
+  ASSERT_TRUE(llama_forward_mixed(*m, a, three, 0, false, {}, s, pool, &l).ok());
+  EXPECT_TRUE(l.empty());
+  const std::vector<SeqStep> one = {{&b, 0, 2}};
+  ASSERT_TRUE(llama_forward_mixed(*m, a, three, 3, true, one, s, pool, &l).ok());
+  EXPECT_EQ(l.size(), 2u * static_cast<size_t>(m->hparams().n_vocab));
 }
 
 TEST(ForwardMulti, BadInputIsAnError) {

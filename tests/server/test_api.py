@@ -161,7 +161,7 @@ def test_metrics(smollm2_server):
     text = raw.decode()
     for name in ["hotcold_http_requests_total", "hotcold_tokens_per_second", "hotcold_queue_depth",
                  "hotcold_active_sessions", "hotcold_ffn_sparsity", "hotcold_fast_device_neuron_share",
-                 "hotcold_generated_tokens_total"]:
+                 "hotcold_generated_tokens_total", "hotcold_prompt_mixed_passes_total"]:
         assert f"# TYPE {name} " in text, name
     # Every sample line is NAME{labels} VALUE with a numeric value.
     for line in text.splitlines():

@@ -286,6 +286,9 @@ struct Server final : HttpServer {
       << "hotcold_generation_requests_total{outcome=\"rejected\"} " << s.requests_rejected << '\n'
       << "hotcold_generation_requests_total{outcome=\"failed\"} " << s.requests_failed << '\n';
     metric("hotcold_prompt_tokens_total", "counter", "Prompt tokens evaluated.", double(s.prompt_tokens));
+    metric("hotcold_prompt_mixed_passes_total", "counter",
+           "Prompt micro-batches evaluated inside a decode pass (one weight read for both).",
+           double(s.mixed_passes));
     metric("hotcold_prompt_tokens_reused_total", "counter",
            "Prompt tokens not evaluated: their KV was reused from an earlier prompt.",
            double(s.prompt_tokens_reused));

@@ -66,24 +66,26 @@ int64_t repack_batch_max(GgmlType t) {
   return k_quant ? kRepackKQuantMaxTokens : 0;
 }
 
-void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
-  HC_CHECK(in.ne0() == w.ne0);
+namespace {
+
+// y = x W^T for n_tok quantised rows xq, as one kAuto batch (batch_rules) or per token.
+void matmul_rows(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
+                 ThreadPool& pool, bool batch_rules) {
   const GgmlType vt = quant::vec_dot_type(w.type);
-  const uint8_t* xq = in.quantized(vt, pool);
-  if (in.mode() == MatmulMode::kAuto && in.n_tok() >= kGemmMinTokens && gemm_available(w.type) &&
-      !(w.packed && repack_available(w.type) && in.n_tok() <= repack_batch_max(w.type))) {
-    gemm(w, xq, in.n_tok(), y, pool);  // prompt batches: packed GEMM
+  if (batch_rules && n_tok >= kGemmMinTokens && gemm_available(w.type) &&
+      !(w.packed && repack_available(w.type) && n_tok <= repack_batch_max(w.type))) {
+    gemm(w, xq, n_tok, y, pool);  // prompt batches: packed GEMM
     return;
   }
   if (w.packed && repack_available(w.type)) {
-    repack_matmul(w, xq, in.n_tok(), y, pool);  // decode: 16 rows per SIMD pass
+    repack_matmul(w, xq, n_tok, y, pool);  // decode: 16 rows per SIMD pass
     return;
   }
   // Per-row dot products: which kernel a row uses (dot4 or dot) depends on the thread's row
   // range, never on n_tok, so every token row gets a one-token call's bits (kPerToken).
   const quant::VecDotFn dot = quant::vec_dot_fn(w.type);  // resolved once, not per row
   const quant::VecDot4Fn dot4 = quant::vec_dot4_fn(w.type);
-  const int64_t ne0 = w.ne0, ne1 = w.ne1, n_tok = in.n_tok();
+  const int64_t ne0 = w.ne0, ne1 = w.ne1;
   const int64_t xrb = row_bytes(vt, ne0);
   // Tiles of weight rows x tokens keep a tile of W in L1/L2 while it meets every token.
   constexpr int64_t kRowTile = 16;
@@ -112,6 +114,23 @@ void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
       }
     }
   });
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, MatmulInput& in, float* y, ThreadPool& pool) {
+  HC_CHECK(in.ne0() == w.ne0);
+  const GgmlType vt = quant::vec_dot_type(w.type);
+  const uint8_t* xq = in.quantized(vt, pool);
+  const int64_t n_tok = in.n_tok();
+  const int64_t n_auto =
+      in.mode() == MatmulMode::kAuto ? std::min(n_tok, std::max<int64_t>(in.auto_rows(), 0)) : 0;
+  if (n_auto > 0) matmul_rows(w, xq, n_auto, y, pool, /*batch_rules=*/true);
+  // The rest one token at a time; the weights the first part just read are still in cache
+  // when the matrix fits it (a 135M model's largest, 1 MiB).
+  if (n_tok > n_auto)
+    matmul_rows(w, xq + n_auto * row_bytes(vt, w.ne0), n_tok - n_auto, y + n_auto * w.ne1, pool,
+                /*batch_rules=*/false);
 }
 
 void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y, ThreadPool& pool,

@@ -24,6 +24,9 @@ namespace hc::ops {
 //   kPerToken: every row gets exactly the arithmetic of a one-token call (the decode kernels,
 //              the weights still streamed once for the batch): batch invariance, for decoding
 //              several independent sequences in one pass.
+// A kAuto input may limit the batch rules to its first rows (MatmulInput::set_auto_rows): the
+// server's mixed pass, one sequence's prompt micro-batch followed by other sequences' decode
+// steps, computes the first part as that micro-batch alone and every later row per token.
 enum class MatmulMode { kAuto, kPerToken };
 
 // Largest batch that kAuto runs with the decode kernels on a weight of type t in the decode
@@ -43,6 +46,10 @@ class MatmulInput {
   void reset(const float* x, int64_t n_tok, int64_t ne0);
   void set_mode(MatmulMode mode) { mode_ = mode; }
   MatmulMode mode() const { return mode_; }
+  // kAuto only: rows [0, n) are one batch under kAuto's rules, rows from n on get kPerToken's
+  // arithmetic (n >= n_tok: no split, the default). Like the mode, survives reset().
+  void set_auto_rows(int64_t n) { auto_rows_ = n; }
+  int64_t auto_rows() const { return auto_rows_; }
   int64_t n_tok() const { return n_tok_; }
   int64_t ne0() const { return ne0_; }
   // [n_tok, row_bytes(vt, ne0)] rows quantised to vt (x itself for F32).
@@ -57,6 +64,7 @@ class MatmulInput {
   const float* x_ = nullptr;
   int64_t n_tok_ = 0, ne0_ = 0;
   MatmulMode mode_ = MatmulMode::kAuto;
+  int64_t auto_rows_ = INT64_MAX;
   std::vector<Slot> slots_;  // one per dot type seen; a model uses one or two
 };
 
