@@ -3,13 +3,73 @@
 #include "ops/cpu/cpu_device.h"
 #include "ops/device.h"
 #ifdef HC_HAVE_CUDA
-#include "ops/cuda/cuda_device.h"
+#include <dlfcn.h>
+
+#include <filesystem>
+
+#include "ops/cuda/cuda_entry.h"
+
+// Null unless the program links hc_cuda itself (the CUDA tests); the hotcold binary does not and
+// opens the module instead.
+extern "C" const hc::ops::CudaEntry* hc_cuda_entry() __attribute__((weak));
 #endif
 #ifdef HC_HAVE_VULKAN
 #include "ops/vulkan/vk_device.h"
 #endif
 
 namespace hc::ops {
+
+#ifdef HC_HAVE_CUDA
+namespace {
+
+struct CudaBackend {
+  const CudaEntry* entry = nullptr;
+  std::string error;  // why there is no entry
+};
+
+// The CUDA backend's table, found once: linked in, or the module beside the running binary
+// (/proc/self/exe), opened with RTLD_NOW so that a missing symbol fails here, with its name.
+const CudaBackend& cuda_backend() {
+  static const CudaBackend backend = [] {
+    CudaBackend b;
+    if (hc_cuda_entry) {
+      b.entry = hc_cuda_entry();
+      return b;
+    }
+    std::error_code ec;
+    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) {
+      b.error = "cannot find the binary's directory (/proc/self/exe: " + ec.message() + ")";
+      return b;
+    }
+    const std::string path = (exe.parent_path() / kCudaModuleFile).string();
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* err = dlerror();
+      std::string why = err ? err : "unknown error";
+      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // dlerror names it too
+      b.error = "cannot open the CUDA backend module " + path + ": " + why +
+                " (CUDA devices need it beside the binary; the build makes both)";
+      return b;
+    }
+    using EntryFn = const CudaEntry* (*)();
+    auto fn = reinterpret_cast<EntryFn>(dlsym(lib, kCudaModuleEntry));
+    const CudaEntry* e = fn ? fn() : nullptr;
+    if (!e || e->abi != kCudaEntryAbi) {
+      b.error = "the CUDA backend module " + path + " was built from other sources (entry " +
+                (e ? "ABI " + std::to_string(e->abi) : std::string("missing")) + ", expected ABI " +
+                std::to_string(kCudaEntryAbi) + "); rebuild hotcold";
+      dlclose(lib);
+      return b;
+    }
+    b.entry = e;  // kept open: the device's code lives there
+    return b;
+  }();
+  return backend;
+}
+
+}  // namespace
+#endif
 
 bool cuda_compiled() {
 #ifdef HC_HAVE_CUDA
@@ -21,7 +81,8 @@ bool cuda_compiled() {
 
 int cuda_device_count() {
 #ifdef HC_HAVE_CUDA
-  return cuda::cuda_device_count();
+  const CudaBackend& b = cuda_backend();
+  return b.entry ? b.entry->device_count() : 0;
 #else
   return 0;
 #endif
@@ -72,10 +133,12 @@ Result<std::unique_ptr<Device>> open_device(const DeviceOptions& opt) {
 #endif
   }
 #ifdef HC_HAVE_CUDA
-  if (cuda::cuda_device_count() == 0)
+  const CudaBackend& b = cuda_backend();
+  if (!b.entry) return Status::Error("CUDA device requested, but " + b.error);
+  if (b.entry->device_count() == 0)
     return Status::Error("CUDA device requested, but no CUDA device is visible (driver missing "
                          "or no GPU); use --device cpu for the CPU device");
-  return cuda::open_cuda_device(opt);
+  return b.entry->open(opt);
 #else
   return Status::Error("CUDA device requested, but this hotcold was built without the CUDA "
                        "backend (configure with -DHC_CUDA=ON and nvcc installed)");
