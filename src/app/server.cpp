@@ -1,10 +1,7 @@
 #include "app/server.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -12,6 +9,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/module.h"
 #include "engine/chat_template.h"
 #include "engine/text_stream.h"
 
@@ -370,31 +368,16 @@ std::variant<CompletionRequest, ApiError> parse_completion_request(std::string_v
 
 namespace {
 
-// The module beside the running binary (/proc/self/exe), opened once; RTLD_NOW so that a
-// symbol it needs and the binary lacks fails here, with its name, not in the middle of a request.
+// The module beside the running binary, opened once (core/module.h).
 Result<HttpServerFactory> http_module() {
   static std::mutex mu;
   static HttpServerFactory factory = nullptr;
   std::lock_guard<std::mutex> lk(mu);
   if (factory) return factory;
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return Status::Error("cannot find the hotcold binary's directory (/proc/self/exe: " + ec.message() + ")");
-  const std::string path = (exe.parent_path() / kHttpModuleFile).string();
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* err = dlerror();
-    std::string why = err ? err : "unknown error";
-    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // dlerror names it too
-    return Status::Error("cannot open the HTTP server module " + path + ": " + why +
-                         " (hotcold serve needs it beside the binary; the build makes both)");
-  }
-  void* sym = dlsym(lib, kHttpModuleEntry);
-  if (!sym) {
-    dlclose(lib);
-    return Status::Error("the HTTP server module " + path + " has no " + kHttpModuleEntry);
-  }
-  factory = reinterpret_cast<HttpServerFactory>(sym);  // kept open: the servers' code lives there
+  auto sym = open_module_entry(kHttpModuleFile, kHttpModuleEntry, "HTTP server module",
+                               "hotcold serve needs it beside the binary; the build makes both");
+  if (!sym.ok()) return sym.status();
+  factory = reinterpret_cast<HttpServerFactory>(*sym);  // kept open: the servers' code lives there
   return factory;
 }
 

@@ -233,6 +233,30 @@ TEST(Cli, ConvertStories260KThenInspectAndQuantize) {
   EXPECT_EQ(run_hotcold({"convert", "-o", dir.file("x.gguf")}).exit_code, 2);
 }
 
+#ifdef HC_CUDA_BUILT
+// The CUDA backend, libhotcold_cuda.so, is opened the same way, by the first command that asks
+// for a CUDA device: a binary without it names the file it looked for there, and runs on the
+// CPU as before. Beside the built binary the module opens (the error, on a host without a GPU,
+// is then that no device is visible).
+TEST(Cli, CudaNamesAMissingCudaModuleAndCpuCommandsDoNotNeedIt) {
+  ScratchDir dir;
+  const std::string bin = dir.file("hotcold");
+  std::filesystem::copy_file(HC_BINARY, bin);
+  const std::string model = dir.file("stories260K.gguf");
+  CliResult r = run_binary(bin, {"convert", "--llama2c", kStoriesDir + "stories260K.bin",
+                                 "--tokenizer", kStoriesDir + "tok512.bin", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_binary(bin, {"run", "-m", model, "-p", "Once", "-n", "4", "--temp", "0"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_binary(bin, {"run", "-m", model, "-p", "Once", "-n", "4", "--device", "cuda", "-ngl", "1"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "cannot open the CUDA backend module " + dir.file("libhotcold_cuda.so") +
+                             ": ")) << r.err;
+  r = run_hotcold({"run", "-m", model, "-p", "Once", "-n", "4", "--device", "cuda", "-ngl", "1"});
+  EXPECT_FALSE(has(r.err, "CUDA backend module")) << r.err;
+}
+#endif
+
 // hotcold serve opens its HTTP half, libhotcold_http.so, from beside the binary; no other
 // command loads it. A binary without the module fails serve at once, naming the file it
 // looked for, and still runs everything else.

@@ -3,10 +3,7 @@
 #include "ops/cpu/cpu_device.h"
 #include "ops/device.h"
 #ifdef HC_HAVE_CUDA
-#include <dlfcn.h>
-
-#include <filesystem>
-
+#include "core/module.h"
 #include "ops/cuda/cuda_entry.h"
 
 // Null unless the program links hc_cuda itself (the CUDA tests); the hotcold binary does not and
@@ -28,7 +25,7 @@ struct CudaBackend {
 };
 
 // The CUDA backend's table, found once: linked in, or the module beside the running binary
-// (/proc/self/exe), opened with RTLD_NOW so that a missing symbol fails here, with its name.
+// (core/module.h).
 const CudaBackend& cuda_backend() {
   static const CudaBackend backend = [] {
     CudaBackend b;
@@ -36,30 +33,18 @@ const CudaBackend& cuda_backend() {
       b.entry = hc_cuda_entry();
       return b;
     }
-    std::error_code ec;
-    const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (ec) {
-      b.error = "cannot find the binary's directory (/proc/self/exe: " + ec.message() + ")";
-      return b;
-    }
-    const std::string path = (exe.parent_path() / kCudaModuleFile).string();
-    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* err = dlerror();
-      std::string why = err ? err : "unknown error";
-      if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);  // dlerror names it too
-      b.error = "cannot open the CUDA backend module " + path + ": " + why +
-                " (CUDA devices need it beside the binary; the build makes both)";
+    auto sym = open_module_entry(kCudaModuleFile, kCudaModuleEntry, "CUDA backend module",
+                                 "CUDA devices need it beside the binary; the build makes both");
+    if (!sym.ok()) {
+      b.error = sym.message();
       return b;
     }
     using EntryFn = const CudaEntry* (*)();
-    auto fn = reinterpret_cast<EntryFn>(dlsym(lib, kCudaModuleEntry));
-    const CudaEntry* e = fn ? fn() : nullptr;
+    const CudaEntry* e = reinterpret_cast<EntryFn>(*sym)();
     if (!e || e->abi != kCudaEntryAbi) {
-      b.error = "the CUDA backend module " + path + " was built from other sources (entry " +
-                (e ? "ABI " + std::to_string(e->abi) : std::string("missing")) + ", expected ABI " +
-                std::to_string(kCudaEntryAbi) + "); rebuild hotcold";
-      dlclose(lib);
+      b.error = std::string("the CUDA backend module was built from other sources (entry ") +
+                (e ? "ABI " + std::to_string(e->abi) : std::string("missing")) +
+                ", expected ABI " + std::to_string(kCudaEntryAbi) + "); rebuild hotcold";
       return b;
     }
     b.entry = e;  // kept open: the device's code lives there
