@@ -471,12 +471,13 @@ size_t Scheduler::prompt_chunk_end(const Slot& s, bool micro) const {
 }
 
 void Scheduler::prefilled(Slot& s, size_t end, const Status& st, double seconds,
-                          const float* logits) {
+                          const float* logits, bool mixed) {
   const size_t b = s.n_prompt_done;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stats_.prompt_seconds += seconds;
     if (st.ok()) stats_.prompt_tokens += end - b;
+    stats_.mixed_passes += mixed;
   }
   if (!st.ok()) {
     release(s, FinishReason::kError, st.message());
@@ -495,7 +496,7 @@ void Scheduler::prefill_chunk(Slot& s) {
   const double t0 = seconds_now();
   const Status st = forward_slot(s, std::span<const int32_t>(s.req->prompt()).subspan(b, e - b),
                                  static_cast<int>(b), &logits_);
-  prefilled(s, e, st, seconds_now() - t0, logits_.data());
+  prefilled(s, e, st, seconds_now() - t0, logits_.data(), /*mixed=*/false);
 }
 
 void Scheduler::collect_steps() {
@@ -571,16 +572,17 @@ void Scheduler::step() {
           *model_, p->cache, std::span<const int32_t>(p->req->prompt()).subspan(b, e - b),
           static_cast<int>(b), last, steps_, scratch_, pool_, &logits_);
       const double t1 = seconds_now();
-      // The pass's time is shared by its rows.
-      const double share = static_cast<double>(e - b) / static_cast<double>(e - b + steps_.size());
-      const int64_t n_vocab = model_->hparams().n_vocab;
       if (st.ok()) {
-        std::lock_guard<std::mutex> lk(mu_);
-        ++stats_.mixed_passes;
+        // The pass's time is shared by its rows.
+        const double share =
+            static_cast<double>(e - b) / static_cast<double>(e - b + steps_.size());
+        const int64_t n_vocab = model_->hparams().n_vocab;
+        prefilled(*p, e, st, (t1 - t0) * share, logits_.data(), /*mixed=*/true);
+        decoded(st, t0 + (t1 - t0) * share, t1, logits_.data() + (last ? n_vocab : 0));
+        return;
       }
-      prefilled(*p, e, st, (t1 - t0) * share, logits_.data());
-      decoded(st, t0 + (t1 - t0) * share, t1, logits_.data() + (last ? n_vocab : 0));
-      return;
+      // Refused before anything was computed (llama_forward_mixed validates first): the
+      // separate passes below give the error to the request it belongs to, not to every slot.
     }
   }
   if (p) prefill_chunk(*p);

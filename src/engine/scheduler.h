@@ -215,8 +215,10 @@ class Scheduler {
   Slot* next_prefill();                 // the next slot reading its prompt (round robin)
   size_t prompt_chunk_end(const Slot& slot, bool micro) const;
   void prefill_chunk(Slot& slot);       // one prompt chunk of one slot, alone
-  // A prompt pass of slot up to `end` is done: stats, history, sampling when complete.
-  void prefilled(Slot& slot, size_t end, const Status& st, double seconds, const float* logits);
+  // A prompt pass of slot up to `end` is done (inside a decode pass when `mixed`): stats,
+  // history, sampling when complete.
+  void prefilled(Slot& slot, size_t end, const Status& st, double seconds, const float* logits,
+                 bool mixed);
   void collect_steps();                 // steps_ / step_slots_: every generating slot
   void decode_all();                    // one token for every generating slot
   // A decode pass over steps_ is done (logits [steps_.size(), n_vocab]).

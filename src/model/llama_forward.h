@@ -107,8 +107,9 @@ Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> ste
 // for the cache contents and logits to equal that call's.
 // logits receives [chunk_logits + steps.size(), n_vocab]: the chunk's last token's first when
 // chunk_logits, then the steps'. Steps beyond kForwardUbatch run in further passes.
-// Dense host models only (no device session, sparse FFN, observer or experts); errors as
-// llama_forward's and llama_forward_multi's, and a step that shares the chunk's cache.
+// Dense host models only (no device session, sparse FFN, observer or experts). Errors, all
+// before anything is computed: llama_forward's for the chunk, llama_forward_multi's for the
+// steps, a chunk longer than one micro-batch, a step that shares the chunk's cache.
 Status llama_forward_mixed(const LlamaModel& model, KvCache& cache,
                            std::span<const int32_t> chunk, int pos0, bool chunk_logits,
                            std::span<const SeqStep> steps, ForwardScratch& s, ThreadPool& pool,

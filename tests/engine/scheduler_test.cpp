@@ -65,6 +65,14 @@ std::vector<int32_t> prompt_of(int len, int seed) {
   return p;
 }
 
+// Runs until cancelled (or its slot's context is full).
+GenerationParams long_params() {
+  GenerationParams p;
+  p.max_tokens = 100000;
+  p.ignore_eos = true;
+  return p;
+}
+
 class SchedulerTypes : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(SchedulerTypes, ConcurrentRequestsGiveTheSessionOutputs) {
@@ -115,11 +123,7 @@ TEST_P(SchedulerTypes, LongPromptRidesInDecodePasses) {
   Scheduler sched(f.model, nullptr, sp);
   std::vector<std::shared_ptr<GenRequest>> gens;
   for (int i = 0; i < 2; ++i) {
-    GenerationParams p;
-    p.max_tokens = 4000;
-    p.ignore_eos = true;
-    p.sampling.temp = 0.0f;
-    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), p));
+    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), long_params()));
     ASSERT_EQ(sched.submit(gens.back()), SubmitResult::kAccepted);
   }
   while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
@@ -383,13 +387,6 @@ TEST(Scheduler, StopStringsEndTheRequest) {
   EXPECT_EQ(u.text, text.substr(0, text.find(p.stop[0])));
 }
 
-GenerationParams long_params() {
-  GenerationParams p;
-  p.max_tokens = 100000;
-  p.ignore_eos = true;
-  return p;
-}
-
 TEST(Scheduler, CancelStopsARunningAndAQueuedRequest) {
   Fixture f = make_model(GgmlType::F32);
   SchedulerParams sp;
@@ -456,6 +453,33 @@ TEST(Scheduler, DrainCancelsAfterTheGracePeriod) {
   sched.drain(1ms);
   EXPECT_EQ(r->wait_all().reason, FinishReason::kCancelled);
   EXPECT_EQ(sched.stats().active_slots, 0);
+}
+
+// A prompt the forward pass refuses (a token id past the vocabulary), arriving while other
+// slots generate: the mixed pass refuses it before computing anything, and the error goes to
+// that request alone; the others keep generating.
+TEST(Scheduler, BadPromptBesideDecodingSlotsFailsAlone) {
+  Fixture f = make_model(GgmlType::F32);
+  SchedulerParams sp;
+  sp.n_parallel = 3;
+  sp.n_ctx_slot = 4096;
+  Scheduler sched(f.model, nullptr, sp);
+  std::vector<std::shared_ptr<GenRequest>> gens;
+  for (int i = 0; i < 2; ++i) {
+    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), long_params()));
+    ASSERT_EQ(sched.submit(gens.back()), SubmitResult::kAccepted);
+  }
+  while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
+  std::vector<int32_t> bad = prompt_of(6, 3);
+  bad[3] = static_cast<int32_t>(f.model->hparams().n_vocab) + 5;
+  auto r = std::make_shared<GenRequest>(bad, long_params());
+  ASSERT_EQ(sched.submit(r), SubmitResult::kAccepted);
+  const GenRequest::Update u = r->wait_all();
+  EXPECT_EQ(u.reason, FinishReason::kError);
+  EXPECT_NE(u.error.find("out of range"), std::string::npos) << u.error;
+  for (auto& g : gens) g->cancel();
+  for (auto& g : gens)
+    EXPECT_EQ(g->wait_all().reason, FinishReason::kCancelled) << "still generating";
 }
 
 TEST(Scheduler, BadPromptFinishesWithAnError) {
