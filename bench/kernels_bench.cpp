@@ -252,7 +252,8 @@ void register_matmul() {
           bm_matmul(s, t, sh.rows, sh.cols, 1, threads);
         })->UseRealTime();
       }
-  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K})
+  for (GgmlType t : {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K})
     for (int threads : {1, 2})
       benchmark::RegisterBenchmark(("gemm_repacked/" + std::string(dtype_name(t)) + "/4096x4096/tok:128/threads:" +
                                     std::to_string(threads)).c_str(),

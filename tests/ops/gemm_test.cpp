@@ -67,7 +67,7 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (GgmlType t : kTypes)
     for (int64_t rows : {1, 16, 21, 70})
-      for (int64_t n_tok : {1, 8, 13, 29})
+      for (int64_t n_tok : {1, 8, 12, 13, 29})
         out.push_back({t, rows, t == GgmlType::F32 ? 1056 : 768, n_tok});  // 1056: two float chunks + tail
   return out;
 }

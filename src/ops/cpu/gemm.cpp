@@ -51,7 +51,19 @@ struct PanelWriter {
   void d_only(int64_t s, int lane, float d) const {
     reinterpret_cast<float*>(panel + s * stride + sb * kLanes)[lane] = d;
   }
+  // Q6_K: -128 * the sum of the lane's signed quants of sub-block s (its q lines written).
+  void q6_wc(int64_t s, int lane) const {
+    int32_t sum = 0;
+    for (int i = 0; i < sb / 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        sum += static_cast<int8_t>(panel[s * stride + (i * kLanes + lane) * 4 + j]);
+    const int32_t wc = -128 * sum;
+    std::memcpy(panel + s * stride + sb * kLanes + 64 + 4 * lane, &wc, 4);
+  }
 };
+
+// Each byte b < 64 of v to the signed byte b - 32 (Q6_K's quants in the panel).
+inline uint32_t minus32(uint32_t v) { return ((v ^ 0x80808080u) - 0x20202020u) ^ 0x80808080u; }
 
 constexpr uint32_t kLo = 0x0F0F0F0Fu;
 
@@ -130,8 +142,9 @@ void pack_row(GgmlType t, const uint8_t* row, int64_t k, const PanelWriter& pw, 
             const uint32_t l = load32(ql + 4 * i);
             const uint32_t nib = kk < 2 ? l & kLo : (l >> 4) & kLo;
             const uint32_t hb = (load32(qh + 4 * i) >> (2 * kk)) & 0x03030303u;
-            pw.q4(s, i, lane, nib | (hb << 4));
+            pw.q4(s, i, lane, minus32(nib | (hb << 4)));
           }
+          pw.q6_wc(s, lane);
         }
       }
       return;
@@ -216,11 +229,12 @@ void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter&
           const uint32_t A = lane32(line, r), B = lane32(line + 64, r), H = lane32(line + 128, r);
           const int64_t s = 16 * b + 8 * (tr / 8) + (tr % 8) / 4;
           const int i = tr % 4;
-          pw.q4(s, i, r, (A & kLo) | ((H << 4) & kHi2));
-          pw.q4(s + 2, i, r, (B & kLo) | ((H << 2) & kHi2));
-          pw.q4(s + 4, i, r, ((A >> 4) & kLo) | (H & kHi2));
-          pw.q4(s + 6, i, r, ((B >> 4) & kLo) | ((H >> 2) & kHi2));
+          pw.q4(s, i, r, minus32((A & kLo) | ((H << 4) & kHi2)));
+          pw.q4(s + 2, i, r, minus32((B & kLo) | ((H << 2) & kHi2)));
+          pw.q4(s + 4, i, r, minus32(((A >> 4) & kLo) | (H & kHi2)));
+          pw.q4(s + 6, i, r, minus32(((B >> 4) & kLo) | ((H >> 2) & kHi2)));
         }
+        for (int sub = 0; sub < 16; ++sub) pw.q6_wc(16 * b + sub, r);
       }
       return;
     }
@@ -238,22 +252,46 @@ void pack_group_scalar(GgmlType t, const uint8_t* group, int64_t k, int nrows, u
 // ---- Activations for the integer path: ggml's quantised rows -> q / dx / corr arrays.
 
 struct ActBuffers {
-  std::vector<int8_t> q;
-  std::vector<float> dx;
-  std::vector<uint32_t> corr;  // int32 or float bits
+  std::vector<uint8_t> tiles;  // integer path: activation tiles (gemm_kernels.h)
   std::vector<float> xf;       // float path: the activations (F16 / BF16 widened), padded rows
 };
 
-void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64_t k, int8_t* q,
-                      float* dx, uint32_t* corr) {
+// Token c of an activation tile: its quantised levels, per-sub-block scales and corrections.
+struct ActSlot {
+  uint8_t* tile;
+  int64_t stride;  // act_sub_stride(sb)
+  int sb, c;
+  bool plus128;  // Q6_K: the levels + 128 as unsigned bytes
+  void q(int64_t s, const int8_t* src) const {  // the sub-block's sb levels
+    uint8_t* d = tile + s * stride + 4 * c;
+    for (int i = 0; i < sb / 4; ++i) {
+      uint32_t v;
+      std::memcpy(&v, src + 4 * i, 4);
+      if (plus128) v ^= 0x80808080u;
+      std::memcpy(d + 4 * kIntTokTile * i, &v, 4);
+    }
+  }
+  void dx(int64_t s, float v) const {
+    std::memcpy(tile + s * stride + sb * kIntTokTile + 4 * c, &v, 4);
+  }
+  void corr(int64_t s, const void* v) const {
+    std::memcpy(tile + s * stride + (sb + 4) * kIntTokTile + 4 * c, v, 4);
+  }
+};
+
+void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64_t k,
+                      const ActSlot& o) {
   using namespace quant;
   auto put_corr = [&](int64_t s, float d, int32_t sum) {
-    if (f.has_min) {
+    if (f.kind == IntKind::kKMin) {
+      const float v = static_cast<float>(sum);  // exact: |sum| <= 32 * 128
+      o.corr(s, &v);
+    } else if (f.has_min) {
       const float v = d * static_cast<float>(sum);
-      std::memcpy(&corr[s], &v, 4);
+      o.corr(s, &v);
     } else {
       const int32_t v = f.offset * sum;
-      std::memcpy(&corr[s], &v, 4);
+      o.corr(s, &v);
     }
   };
   if (vt == GgmlType::Q8_0 || vt == GgmlType::Q8_1) {
@@ -264,17 +302,18 @@ void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64
       fp16_t d;
       std::memcpy(&d, blk, 2);
       const int8_t* qs = reinterpret_cast<const int8_t*>(blk + (q81 ? 4 : 2));
-      std::memcpy(q + 32 * s, qs, 32);
-      dx[s] = f16(d);
+      o.q(s, qs);
+      const float dx = f16(d);
+      o.dx(s, dx);
       if (q81) {
         fp16_t sm;  // ggml's min term uses the stored fp16 s = d * sum(qs)
         std::memcpy(&sm, blk + 2, 2);
         const float v = f16(sm);
-        std::memcpy(&corr[s], &v, 4);
+        o.corr(s, &v);
       } else {
         int32_t sum = 0;
         for (int i = 0; i < 32; ++i) sum += qs[i];
-        put_corr(s, dx[s], sum);
+        put_corr(s, dx, sum);
       }
     }
     return;
@@ -284,10 +323,10 @@ void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64
   const int per = QK_K / f.sb;
   for (int64_t b = 0; b < k / QK_K; ++b) {
     const block_q8_K& y = blocks[b];
-    std::memcpy(q + QK_K * b, y.qs, QK_K);
     for (int j = 0; j < per; ++j) {
       const int64_t s = per * b + j;
-      dx[s] = y.d;
+      o.q(s, y.qs + f.sb * j);
+      o.dx(s, y.d);
       const int32_t sum = f.sb == 32 ? y.bsums[2 * j] + y.bsums[2 * j + 1] : y.bsums[j];
       put_corr(s, y.d, sum);
     }
@@ -308,33 +347,58 @@ void pack_float_panel(const TensorView& w, int64_t r0, int nrows, int64_t k0, in
 
 // ---- Scalar twins of the micro-kernels (same operations, same order as gemm_avx512.cpp).
 
-template <int SB, bool kMin>
+constexpr int kSuper = 256;  // QK_K
+
+template <IntKind K>
 void int_kernel_scalar(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y,
                        int64_t ldy, int nrows) {
-  const IntFormat f{SB, kMin, 0};
-  const int64_t stride = f.sub_stride();
+  constexpr int SB = K == IntKind::kK6 ? 16 : 32;
+  constexpr bool kSup = K == IntKind::kKMin || K == IntKind::kK6;
+  constexpr int per = kSup ? kSuper / SB : 1;  // sub-blocks per activation scale
+  const int64_t stride = SB * kLanes + 64 * (K == IntKind::kOffset ? 1 : 2);
+  constexpr int64_t astride = act_sub_stride(SB);
+  const uint8_t* tile = a.tiles + t0 / kIntTokTile * a.tile_bytes;
   for (int c = 0; c < nt; ++c) {
     const int64_t t = t0 + c;
-    const int8_t* xq = a.q + t * a.ldq;
     for (int r = 0; r < nrows; ++r) {
-      float acc = 0.0f;
+      float acc = 0.0f, as = 0.0f;
       for (int64_t s = 0; s < a.ns; ++s) {
         const uint8_t* p = panel + s * stride;
-        int32_t isum = 0;
-        for (int i = 0; i < SB / 4; ++i)
-          for (int j = 0; j < 4; ++j)
-            isum += static_cast<int32_t>(p[(i * kLanes + r) * 4 + j]) * xq[s * SB + 4 * i + j];
+        const uint8_t* xs = tile + s * astride;
         const float* dm = reinterpret_cast<const float*>(p + SB * kLanes);
-        const float dx = a.dx[t * a.ns + s];
-        if constexpr (kMin) {
-          const float corr = static_cast<const float*>(a.corr)[t * a.ns + s];
+        int32_t isum = 0;
+        if constexpr (K == IntKind::kK6) std::memcpy(&isum, p + SB * kLanes + 64 + 4 * r, 4);
+        for (int i = 0; i < SB / 4; ++i)
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t wb = p[(i * kLanes + r) * 4 + j], xb = xs[(i * kIntTokTile + c) * 4 + j];
+            isum += K == IntKind::kK6 ? static_cast<int32_t>(xb) * static_cast<int8_t>(wb)
+                                      : static_cast<int32_t>(wb) * static_cast<int8_t>(xb);
+          }
+        float dx;
+        std::memcpy(&dx, xs + (SB * kIntTokTile + 4 * c), 4);
+        const uint8_t* corr = xs + (SB + 4) * kIntTokTile + 4 * c;
+        if constexpr (K == IntKind::kOffset) {
+          int32_t ci;
+          std::memcpy(&ci, corr, 4);
+          const float v = static_cast<float>(isum - ci) * dx;
+          acc = std::fma(dm[r], v, acc);
+        } else if constexpr (K == IntKind::kMin) {
+          float cf;
+          std::memcpy(&cf, corr, 4);
           const float v = static_cast<float>(isum) * dx;
           acc = std::fma(dm[r], v, acc);
-          acc = std::fma(dm[kLanes + r], corr, acc);
+          acc = std::fma(dm[kLanes + r], cf, acc);
         } else {
-          const int32_t corr = static_cast<const int32_t*>(a.corr)[t * a.ns + s];
-          const float v = static_cast<float>(isum - corr) * dx;
-          acc = std::fma(dm[r], v, acc);
+          as = std::fma(dm[r], static_cast<float>(isum), as);
+          if constexpr (K == IntKind::kKMin) {
+            float cf;
+            std::memcpy(&cf, corr, 4);
+            as = std::fma(dm[kLanes + r], cf, as);
+          }
+          if ((s + 1) % per == 0) {
+            acc = std::fma(as, dx, acc);
+            as = 0.0f;
+          }
         }
       }
       y[t * ldy + r] = acc;
@@ -361,10 +425,10 @@ void float_kernel_scalar(const T* panel, const float* x, int64_t ldx, int64_t k0
 
 Kernels make_scalar() {
   Kernels k;
-  k.int_kernel[0][0] = int_kernel_scalar<32, false>;
-  k.int_kernel[0][1] = int_kernel_scalar<32, true>;
-  k.int_kernel[1][0] = int_kernel_scalar<16, false>;
-  k.int_kernel[1][1] = int_kernel_scalar<16, true>;
+  k.int_kernel[static_cast<int>(IntKind::kOffset)] = int_kernel_scalar<IntKind::kOffset>;
+  k.int_kernel[static_cast<int>(IntKind::kMin)] = int_kernel_scalar<IntKind::kMin>;
+  k.int_kernel[static_cast<int>(IntKind::kKMin)] = int_kernel_scalar<IntKind::kKMin>;
+  k.int_kernel[static_cast<int>(IntKind::kK6)] = int_kernel_scalar<IntKind::kK6>;
   k.float_kernel = float_kernel_scalar<float>;
   k.f16_kernel = float_kernel_scalar<uint16_t>;
   k.pack_group = pack_group_scalar;
@@ -385,26 +449,23 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
   const GgmlType vt = quant::vec_dot_type(w.type);
   const int64_t k = w.ne0, ns = k / f.sb, ne1 = w.ne1;
   const int64_t xrb = row_bytes(vt, k);
+  const int64_t tile_bytes = ns * act_sub_stride(f.sb);
+  const int64_t n_tiles = (n_tok + kIntTokTile - 1) / kIntTokTile;
   ActBuffers& ab = tl_act;
-  // Rows 64 bytes longer than k: the micro-kernel reads 8 token rows side by side, and rows
-  // 4 KiB apart would all map to the same L1 sets (as run_float's activations).
-  const int64_t ldq = k + 64;
-  if (static_cast<int64_t>(ab.q.size()) < n_tok * ldq) ab.q.resize(n_tok * ldq);
-  if (static_cast<int64_t>(ab.dx.size()) < n_tok * ns) {
-    ab.dx.resize(n_tok * ns);
-    ab.corr.resize(n_tok * ns);
-  }
-  int8_t* q = ab.q.data();
-  float* dx = ab.dx.data();
-  uint32_t* corr = ab.corr.data();
+  if (static_cast<int64_t>(ab.tiles.size()) < n_tiles * tile_bytes)
+    ab.tiles.resize(n_tiles * tile_bytes);
+  uint8_t* tiles = ab.tiles.data();
   pool.run([&](int ith, int nth) {
     int64_t b, e;
     ThreadPool::split(n_tok, ith, nth, &b, &e);
-    for (int64_t t = b; t < e; ++t)
-      pack_int_act_row(vt, f, xq + t * xrb, k, q + t * ldq, dx + t * ns, corr + t * ns);
+    for (int64_t t = b; t < e; ++t) {
+      const ActSlot slot{tiles + t / kIntTokTile * tile_bytes, act_sub_stride(f.sb), f.sb,
+                         static_cast<int>(t % kIntTokTile), f.kind == IntKind::kK6};
+      pack_int_act_row(vt, f, xq + t * xrb, k, slot);
+    }
   });
-  const IntAct act{q, dx, corr, k, ns, ldq};
-  const IntKernelFn kernel = kern.int_kernel[f.sb == 16][f.has_min];
+  const IntAct act{tiles, ns, tile_bytes};
+  const IntKernelFn kernel = kern.int_kernel[static_cast<int>(f.kind)];
   const int64_t panel_bytes = ns * f.sub_stride();
   const int64_t n_groups = (ne1 + kLanes - 1) / kLanes;
   pool.run([&](int ith, int nth) {
@@ -513,12 +574,12 @@ const Kernels& scalar_kernels() {
 
 IntFormat int_format(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: return {32, false, 128};
-    case GgmlType::Q4_0: return {32, false, 8};
-    case GgmlType::Q4_1: return {32, true, 0};
-    case GgmlType::Q4_K: return {32, true, 0};
-    case GgmlType::Q5_K: return {32, true, 0};
-    case GgmlType::Q6_K: return {16, false, 32};
+    case GgmlType::Q8_0: return {32, false, 128, IntKind::kOffset};
+    case GgmlType::Q4_0: return {32, false, 8, IntKind::kOffset};
+    case GgmlType::Q4_1: return {32, true, 0, IntKind::kMin};
+    case GgmlType::Q4_K: return {32, true, 0, IntKind::kKMin};
+    case GgmlType::Q5_K: return {32, true, 0, IntKind::kKMin};
+    case GgmlType::Q6_K: return {16, false, 32, IntKind::kK6};
     default: HC_CHECK(false && "not an integer GEMM type"); return {};
   }
 }

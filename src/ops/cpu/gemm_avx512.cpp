@@ -21,7 +21,7 @@ using repack_detail::kQ4Chunk, repack_detail::kQ8Chunk, repack_detail::kQ4KChunk
 using repack_detail::kQ4KBlock, repack_detail::kQ5KBlock, repack_detail::kQ5KChunk;
 using repack_detail::q6K_quants, repack_detail::q6K_scales;
 
-inline int32_t load32(const int8_t* p) {
+inline int32_t load32(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
@@ -34,24 +34,14 @@ inline __mmask16 row_mask(int nrows) {
 template <int SB, bool kMin, int C>
 void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64_t ldy,
               int nrows) {
-  const IntFormat f{SB, kMin, 0};
-  const int64_t stride = f.sub_stride();
+  constexpr int64_t stride = SB * kLanes + 64 * (kMin ? 2 : 1);
+  constexpr int64_t astride = act_sub_stride(SB);
   const int64_t ns = a.ns;
-  const int8_t* xq[C];
-  const float* dx[C];
-  const int32_t* ci[C];
-  const float* cf[C];
-  #pragma GCC unroll 16
-  for (int c = 0; c < C; ++c) {
-    xq[c] = a.q + (t0 + c) * a.ldq;
-    dx[c] = a.dx + (t0 + c) * ns;
-    ci[c] = static_cast<const int32_t*>(a.corr) + (t0 + c) * ns;
-    cf[c] = static_cast<const float*>(a.corr) + (t0 + c) * ns;
-  }
+  const uint8_t* xs = a.tiles + t0 / kIntTokTile * a.tile_bytes;
   __m512 acc[C];
   #pragma GCC unroll 16
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t s = 0; s < ns; ++s) {
+  for (int64_t s = 0; s < ns; ++s, xs += astride) {
     const uint8_t* p = panel + s * stride;
     __m512i is[C];
     #pragma GCC unroll 16
@@ -61,22 +51,26 @@ void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64
       const __m512i wv = _mm512_loadu_si512(p + 64 * i);
       #pragma GCC unroll 16
       for (int c = 0; c < C; ++c)
-        is[c] = _mm512_dpbusd_epi32(is[c], wv, _mm512_set1_epi32(load32(xq[c] + s * SB + 4 * i)));
+        is[c] = _mm512_dpbusd_epi32(
+            is[c], wv, _mm512_set1_epi32(load32(xs + 4 * (i * kIntTokTile + c))));
     }
+    const float* dx = reinterpret_cast<const float*>(xs + SB * kIntTokTile);
     const __m512 dv = _mm512_loadu_ps(reinterpret_cast<const float*>(p + SB * kLanes));
     if constexpr (kMin) {
+      const float* cf = reinterpret_cast<const float*>(xs + (SB + 4) * kIntTokTile);
       const __m512 mv = _mm512_loadu_ps(reinterpret_cast<const float*>(p + SB * kLanes + 64));
       #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(is[c]), _mm512_set1_ps(dx[c][s]));
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(is[c]), _mm512_set1_ps(dx[c]));
         acc[c] = _mm512_fmadd_ps(dv, v, acc[c]);
-        acc[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(cf[c][s]), acc[c]);
+        acc[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(cf[c]), acc[c]);
       }
     } else {
+      const int32_t* ci = reinterpret_cast<const int32_t*>(xs + (SB + 4) * kIntTokTile);
       #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        const __m512i d = _mm512_sub_epi32(is[c], _mm512_set1_epi32(ci[c][s]));
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dx[c][s]));
+        const __m512i d = _mm512_sub_epi32(is[c], _mm512_set1_epi32(ci[c]));
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dx[c]));
         acc[c] = _mm512_fmadd_ps(dv, v, acc[c]);
       }
     }
@@ -86,20 +80,83 @@ void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64
   for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + (t0 + c) * ldy, m, acc[c]);
 }
 
-template <int SB, bool kMin>
+// The K-quants (kKMin: Q4_K, Q5_K; kK6: Q6_K): the sub-blocks of a super-block accumulate
+// into as[c] unscaled, and the activation scale multiplies once per super-block. The token
+// accumulators live in memory (12 sub-block sums and 12 super-block sums fill the registers).
+template <IntKind K, int C>
+void int_tile_k(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64_t ldy,
+                int nrows) {
+  constexpr bool kK6 = K == IntKind::kK6;
+  constexpr int SB = kK6 ? 16 : 32;
+  constexpr int per = 256 / SB;
+  constexpr int64_t stride = SB * kLanes + 128;
+  constexpr int64_t astride = act_sub_stride(SB);
+  const uint8_t* xs = a.tiles + t0 / kIntTokTile * a.tile_bytes;
+  const uint8_t* p = panel;
+  alignas(64) float accm[C][kLanes] = {};
+  for (int64_t s0 = 0; s0 < a.ns; s0 += per) {
+    __m512 as[C];
+    #pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) as[c] = _mm512_setzero_ps();
+    for (int j = 0; j < per; ++j, p += stride, xs += astride) {
+      __m512i is[C];
+      if constexpr (kK6) {
+        const __m512i wc = _mm512_loadu_si512(p + SB * kLanes + 64);
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) is[c] = wc;
+      } else {
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < SB / 4; ++i) {
+        const __m512i wv = _mm512_loadu_si512(p + 64 * i);
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) {
+          const __m512i xv = _mm512_set1_epi32(load32(xs + 4 * (i * kIntTokTile + c)));
+          is[c] = kK6 ? _mm512_dpbusd_epi32(is[c], xv, wv) : _mm512_dpbusd_epi32(is[c], wv, xv);
+        }
+      }
+      const __m512 dv = _mm512_loadu_ps(reinterpret_cast<const float*>(p + SB * kLanes));
+      if constexpr (kK6) {
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) as[c] = _mm512_fmadd_ps(dv, _mm512_cvtepi32_ps(is[c]), as[c]);
+      } else {
+        const float* cf = reinterpret_cast<const float*>(xs + (SB + 4) * kIntTokTile);
+        const __m512 mv = _mm512_loadu_ps(reinterpret_cast<const float*>(p + SB * kLanes + 64));
+        #pragma GCC unroll 16
+        for (int c = 0; c < C; ++c) {
+          as[c] = _mm512_fmadd_ps(dv, _mm512_cvtepi32_ps(is[c]), as[c]);
+          as[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(cf[c]), as[c]);
+        }
+      }
+    }
+    // The super-block's activation scales (every sub-block of it holds them).
+    const float* dx = reinterpret_cast<const float*>(xs - astride + SB * kIntTokTile);
+    #pragma GCC unroll 16
+    for (int c = 0; c < C; ++c)
+      _mm512_store_ps(accm[c], _mm512_fmadd_ps(as[c], _mm512_set1_ps(dx[c]), _mm512_load_ps(accm[c])));
+  }
+  const __mmask16 m = row_mask(nrows);
+  #pragma GCC unroll 16
+  for (int c = 0; c < C; ++c) _mm512_mask_storeu_ps(y + (t0 + c) * ldy, m, _mm512_load_ps(accm[c]));
+}
+
+template <IntKind K>
 void int_kernel(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y, int64_t ldy,
                 int nrows) {
-  static_assert(kIntTokTile == 8);
+  static_assert(kIntTokTile == 12);
+#define HC_IT(n)                                                                        \
+  case n:                                                                               \
+    if constexpr (K == IntKind::kOffset) return int_tile<32, false, n>(panel, a, t0, y, ldy, nrows); \
+    else if constexpr (K == IntKind::kMin) return int_tile<32, true, n>(panel, a, t0, y, ldy, nrows); \
+    else return int_tile_k<K, n>(panel, a, t0, y, ldy, nrows)
   switch (nt) {
-    case 8: return int_tile<SB, kMin, 8>(panel, a, t0, y, ldy, nrows);
-    case 7: return int_tile<SB, kMin, 7>(panel, a, t0, y, ldy, nrows);
-    case 6: return int_tile<SB, kMin, 6>(panel, a, t0, y, ldy, nrows);
-    case 5: return int_tile<SB, kMin, 5>(panel, a, t0, y, ldy, nrows);
-    case 4: return int_tile<SB, kMin, 4>(panel, a, t0, y, ldy, nrows);
-    case 3: return int_tile<SB, kMin, 3>(panel, a, t0, y, ldy, nrows);
-    case 2: return int_tile<SB, kMin, 2>(panel, a, t0, y, ldy, nrows);
-    default: return int_tile<SB, kMin, 1>(panel, a, t0, y, ldy, nrows);
+    HC_IT(12); HC_IT(11); HC_IT(10); HC_IT(9); HC_IT(8); HC_IT(7);
+    HC_IT(6); HC_IT(5); HC_IT(4); HC_IT(3); HC_IT(2);
+    default: HC_IT(1);
   }
+#undef HC_IT
 }
 
 // One column of 16 weights: float, or fp16 (the F16 decode layout, 32-byte aligned) widened.
@@ -171,6 +228,9 @@ struct PanelOut {
   }
   void min(int64_t s, __m512 v) const {
     _mm512_storeu_ps(panel + s * stride + sb * kLanes + 64, _mm512_maskz_mov_ps(m, v));
+  }
+  void min_i(int64_t s, __m512i v) const {  // Q6_K's wc[16] in the second slot
+    _mm512_storeu_si512(panel + s * stride + sb * kLanes + 64, _mm512_maskz_mov_epi32(m, v));
   }
 };
 
@@ -271,10 +331,21 @@ void pack_q6_K(const uint8_t* g, int64_t nb, const PanelOut& o) {
       const __m512i A = line(l), B = line(l + 64), H = line(l + 128);
       const int64_t s = 16 * b + 8 * (tr / 8) + (tr % 8) / 4;
       const int i = tr % 4;
-      o.q(s, i, _mm512_or_si512(lo4(A), _mm512_and_si512(_mm512_slli_epi16(H, 4), hi2)));
-      o.q(s + 2, i, _mm512_or_si512(lo4(B), _mm512_and_si512(_mm512_slli_epi16(H, 2), hi2)));
-      o.q(s + 4, i, _mm512_or_si512(hi4(A), _mm512_and_si512(H, hi2)));
-      o.q(s + 6, i, _mm512_or_si512(hi4(B), _mm512_and_si512(_mm512_srli_epi16(H, 2), hi2)));
+      const __m512i m32 = bytes(32);  // signed q - 32 in the panel
+      o.q(s, i, _mm512_sub_epi8(_mm512_or_si512(lo4(A), _mm512_and_si512(_mm512_slli_epi16(H, 4), hi2)), m32));
+      o.q(s + 2, i, _mm512_sub_epi8(_mm512_or_si512(lo4(B), _mm512_and_si512(_mm512_slli_epi16(H, 2), hi2)), m32));
+      o.q(s + 4, i, _mm512_sub_epi8(_mm512_or_si512(hi4(A), _mm512_and_si512(H, hi2)), m32));
+      o.q(s + 6, i, _mm512_sub_epi8(_mm512_or_si512(hi4(B), _mm512_and_si512(_mm512_srli_epi16(H, 2), hi2)), m32));
+    }
+    // wc = -128 * each lane's sum of its signed quants, per sub-block (from the lines written;
+    // lanes >= nrows were stored as zero).
+    #pragma GCC unroll 4
+    for (int sub = 0; sub < 16; ++sub) {
+      const uint8_t* l = o.panel + (16 * b + sub) * o.stride;
+      __m512i sum = _mm512_setzero_si512();
+      #pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) sum = _mm512_dpbusd_epi32(sum, bytes(1), line(l + 64 * i));
+      o.min_i(16 * b + sub, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
     }
   }
 }
@@ -295,10 +366,10 @@ void pack_group(GgmlType t, const uint8_t* group, int64_t k, int nrows, uint8_t*
 
 Kernels make() {
   Kernels k;
-  k.int_kernel[0][0] = int_kernel<32, false>;
-  k.int_kernel[0][1] = int_kernel<32, true>;
-  k.int_kernel[1][0] = int_kernel<16, false>;
-  k.int_kernel[1][1] = int_kernel<16, true>;
+  k.int_kernel[static_cast<int>(IntKind::kOffset)] = int_kernel<IntKind::kOffset>;
+  k.int_kernel[static_cast<int>(IntKind::kMin)] = int_kernel<IntKind::kMin>;
+  k.int_kernel[static_cast<int>(IntKind::kKMin)] = int_kernel<IntKind::kKMin>;
+  k.int_kernel[static_cast<int>(IntKind::kK6)] = int_kernel<IntKind::kK6>;
   k.float_kernel = float_kernel<float>;
   k.f16_kernel = float_kernel<uint16_t>;
   k.pack_group = pack_group;

@@ -3,17 +3,36 @@
 //
 // Integer weights, one panel per group of kLanes = 16 rows: for each sub-block s of `sb`
 // elements (32, or 16 for Q6_K), in this order:
-//   uint8 q[sb / 4][16][4]  the row's quants as unsigned bytes, 4 consecutive k per lane
-//   float d[16]             the row's scale for this sub-block
+//   uint8 q[sb / 4][16][4]  the row's quants, 4 consecutive k per lane: unsigned bytes, but
+//                           for Q6_K the signed q - 32
+//   float d[16]             the row's scale for this sub-block (K-quants: d * sc_j)
 //   float m[16]             (min formats only) the row's additive min for this sub-block
+//                           (K-quants: -(dmin * mn_j)); Q6_K: int32 wc[16] = -128 * the sum of
+//                           the sub-block's q - 32
 // so that w[r, k] = d[r] * (q - offset) for offset formats and d[r] * q + m[r] for min formats.
-// Activations, one row per token: int8 q[K] (ggml's quantised activations, copied out of their
-// blocks), float dx[ns] (the sub-block's activation scale) and corr[ns]: for offset formats the
-// int32 offset * sum(q over the sub-block), for min formats the float dx * sum(q).
-// Per output (lane r, token c) the kernels compute, sub-block by sub-block in order:
-//   isum = sum of q_w * q_x (exact, int32)
-//   offset: acc = fma(d[r], float(isum - corr) * dx, acc)
-//   min:    acc = fma(d[r], float(isum) * dx, acc); acc = fma(m[r], corr, acc)
+// Activations, in tiles of kIntTokTile tokens (the last tile's unused slots are never read):
+// for each sub-block s, at s * act_sub_stride(sb) in the tile,
+//   int8  q[sb / 4][kIntTokTile][4]  the token's quantised activations (ggml's Q8_0 / Q8_1 /
+//                                    Q8_K levels), 4 consecutive k per token; Q6_K: the levels
+//                                    + 128 as unsigned bytes
+//   float dx[kIntTokTile]            the sub-block's activation scale (Q8_K: its super-block's)
+//   corr[kIntTokTile]                offset formats: int32 offset * sum(q over the sub-block);
+//                                    Q4_1: float dx * sum(q) (Q8_1's s); Q4_K / Q5_K: float
+//                                    sum(q); Q6_K: unused
+// so that a micro-kernel reads every activation of a token tile at constant offsets from one
+// pointer.
+// Per output (lane r, token c) the kernels compute, sub-block by sub-block in order, with isum
+// = the sum of q_w * q_x (exact, int32):
+//   Q8_0, Q4_0 (offset):  acc = fma(d[r], float(isum - corr) * dx, acc)
+//   Q4_1 (min):           acc = fma(d[r], float(isum) * dx, acc); acc = fma(m[r], corr, acc)
+// and for the K-quants, whose activation scale is one per super-block of 256, per super-block:
+// as = 0; for each of its sub-blocks
+//   Q4_K, Q5_K (kmin):    as = fma(d[r], float(isum), as); as = fma(m[r], corr, as)
+//   Q6_K (k6):            as = fma(d[r], float(wc[r] + isum), as)
+//                         (sum (q_x + 128)(q_w - 32) + wc = sum q_x (q_w - 32), exactly)
+// then acc = fma(as, dx, acc): one multiply by the activation scale per super-block, not per
+// sub-block, and Q6_K's offset folded into the weights, so a sub-block costs a K-quant two
+// float operations per token instead of four.
 //
 // Float weights (F32 / F16 / BF16), one panel per group of 16 rows and chunk of kc columns:
 // float w[kc][16]; activations float x[n_tok][K] (F16 / BF16 activations widened); per output
@@ -35,26 +54,34 @@
 namespace hc::ops::gemm_detail {
 
 constexpr int kLanes = 16;
-constexpr int kIntTokTile = 8;     // tokens per integer micro-kernel call
+constexpr int kIntTokTile = 12;    // tokens per integer micro-kernel call
 constexpr int kFloatTokTile = 12;  // tokens per float micro-kernel call
 constexpr int kFloatKc = 512;      // columns per float panel chunk
+
+// How a type's integer sub-blocks are scaled (the arithmetic above).
+enum class IntKind { kOffset, kMin, kKMin, kK6 };
+constexpr int kIntKinds = 4;
 
 struct IntFormat {
   int sb = 32;        // sub-block length
   bool has_min = false;
   int offset = 0;     // offset formats: the value subtracted from each unsigned quant
-  int64_t sub_stride() const { return sb * kLanes + 64 * (has_min ? 2 : 1); }
+  IntKind kind = IntKind::kOffset;
+  bool two_slots() const { return has_min || kind == IntKind::kK6; }
+  int64_t sub_stride() const { return sb * kLanes + 64 * (two_slots() ? 2 : 1); }
 };
+
+// Bytes of one sub-block of an activation tile.
+constexpr int64_t act_sub_stride(int sb) { return (sb + 8) * kIntTokTile; }
 
 struct IntAct {
-  const int8_t* q = nullptr;  // [n_tok][ldq]: k levels per token, rows ldq >= k bytes apart
-  const float* dx = nullptr;  // [n_tok][ns]
-  const void* corr = nullptr; // [n_tok][ns], int32 (offset formats) or float (min formats)
-  int64_t k = 0, ns = 0;
-  int64_t ldq = 0;
+  const uint8_t* tiles = nullptr;  // tile j (tokens from j * kIntTokTile) at j * tile_bytes
+  int64_t ns = 0;                  // sub-blocks per row
+  int64_t tile_bytes = 0;          // ns * act_sub_stride(sb)
 };
 
-// Integer micro-kernel: tokens t0 .. t0 + nt - 1 (nt <= kIntTokTile) against one panel; writes
+// Integer micro-kernel: tokens t0 .. t0 + nt - 1 (t0 a multiple of kIntTokTile, nt <=
+// kIntTokTile) against one panel; writes
 // y[t * ldy + r] for rows r < nrows of the group.
 using IntKernelFn = void (*)(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y,
                              int64_t ldy, int nrows);
@@ -75,8 +102,7 @@ using PackGroupFn = void (*)(GgmlType t, const uint8_t* group, int64_t k, int nr
                              uint8_t* panel);
 
 struct Kernels {
-  // [sb == 16][has_min]
-  IntKernelFn int_kernel[2][2] = {};
+  IntKernelFn int_kernel[kIntKinds] = {};  // by IntKind
   PackGroupFn pack_group = nullptr;
   FloatKernelFn float_kernel = nullptr;
   F16KernelFn f16_kernel = nullptr;
