@@ -480,10 +480,23 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
         const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
         pack_int_panel(w, g * kLanes, nrows, panels + (g - g0) * panel_bytes, kern);
       }
+      // The next block's decode layout is read into L2 during this block's products (64-byte
+      // lines spread over the kernel calls), so packing it does not wait on memory.
+      const uint8_t* pf = nullptr;
+      int64_t pf_lines = 0, pf_per_call = 0;
+      if (w.packed != nullptr && g1 < ge) {
+        const int64_t gbytes = repack_group_bytes(w.type, k);
+        pf = static_cast<const uint8_t*>(w.packed) + g1 * gbytes;
+        pf_lines = std::min(ge - g1, kGroupsPerBlock) * gbytes / 64;
+        const int64_t calls = n_tiles * (g1 - g0);
+        pf_per_call = (pf_lines + calls - 1) / calls;
+      }
       for (int64_t t0 = 0; t0 < n_tok; t0 += kIntTokTile) {
         const int nt = static_cast<int>(std::min<int64_t>(kIntTokTile, n_tok - t0));
         for (int64_t g = g0; g < g1; ++g) {
           const int nrows = static_cast<int>(std::min<int64_t>(kLanes, ne1 - g * kLanes));
+          for (int64_t i = 0; i < pf_per_call && pf_lines > 0; ++i, --pf_lines, pf += 64)
+            __builtin_prefetch(pf, 0, 2);
           kernel(panels + (g - g0) * panel_bytes, act, t0, nt, y + g * kLanes, ne1, nrows);
         }
       }
