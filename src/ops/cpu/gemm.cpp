@@ -168,24 +168,25 @@ inline float lane_f16(const uint8_t* h16, int r) {
 void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter& pw, int r) {
   switch (t) {
     case GgmlType::Q8_0: {  // layout and panel both store q ^ 0x80
-      const int64_t nb = k / 32;
-      for (int64_t b = 0; b < nb; ++b) {
-        for (int i = 0; i < 8; ++i) pw.q4(b, i, r, lane32(g + b * kQ8Chunk + 64 * i, r));
-        pw.d_only(b, r, lane_f16(g + nb * kQ8Chunk + 32 * b, r));
+      const repack_detail::Pairs32 pr = repack_detail::q8_0_pairs(k / 32);
+      for (int64_t b = 0; b < pr.nb; ++b) {
+        for (int i = 0; i < 8; ++i) pw.q4(b, i, r, lane32(g + pr.quants(b) + 64 * i, r));
+        pw.d_only(b, r, lane_f16(g + pr.scales(b), r));
       }
       return;
     }
     case GgmlType::Q4_0:
     case GgmlType::Q4_1: {
       const bool q41 = t == GgmlType::Q4_1;
-      const int64_t nb = k / 32;
-      for (int64_t b = 0; b < nb; ++b) {
+      const repack_detail::Pairs32 pr =
+          q41 ? repack_detail::q4_1_pairs(k / 32) : repack_detail::q4_0_pairs(k / 32);
+      for (int64_t b = 0; b < pr.nb; ++b) {
         for (int c = 0; c < 4; ++c) {
-          const uint32_t v = lane32(g + b * kQ4Chunk + 64 * c, r);
+          const uint32_t v = lane32(g + pr.quants(b) + 64 * c, r);
           pw.q4(b, c, r, v & kLo);
           pw.q4(b, c + 4, r, (v >> 4) & kLo);
         }
-        const uint8_t* sc = g + nb * kQ4Chunk + b * (q41 ? 64 : 32);
+        const uint8_t* sc = g + pr.scales(b);
         if (q41) pw.dm(b, r, lane_f16(sc, r), lane_f16(sc + 32, r));
         else pw.d_only(b, r, lane_f16(sc, r));
       }

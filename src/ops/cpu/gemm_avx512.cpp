@@ -235,23 +235,25 @@ struct PanelOut {
 };
 
 void pack_q8_0(const uint8_t* g, int64_t nb, const PanelOut& o) {
+  const repack_detail::Pairs32 pr = repack_detail::q8_0_pairs(nb);
   for (int64_t b = 0; b < nb; ++b) {
     #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) o.q(b, i, line(g + b * kQ8Chunk + 64 * i));
-    o.d(b, f16x16(g + nb * kQ8Chunk + 32 * b));
+    for (int i = 0; i < 8; ++i) o.q(b, i, line(g + pr.quants(b) + 64 * i));
+    o.d(b, f16x16(g + pr.scales(b)));
   }
 }
 
 template <bool kQ41>
 void pack_q4(const uint8_t* g, int64_t nb, const PanelOut& o) {
+  const repack_detail::Pairs32 pr = kQ41 ? repack_detail::q4_1_pairs(nb) : repack_detail::q4_0_pairs(nb);
   for (int64_t b = 0; b < nb; ++b) {
     #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m512i v = line(g + b * kQ4Chunk + 64 * c);
+      const __m512i v = line(g + pr.quants(b) + 64 * c);
       o.q(b, c, lo4(v));
       o.q(b, c + 4, hi4(v));
     }
-    const uint8_t* sc = g + nb * kQ4Chunk + b * (kQ41 ? 64 : 32);
+    const uint8_t* sc = g + pr.scales(b);
     o.d(b, f16x16(sc));
     if constexpr (kQ41) o.min(b, f16x16(sc + 32));
   }

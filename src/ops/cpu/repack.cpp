@@ -61,7 +61,8 @@ BlockAt block_at(GgmlType t, int64_t nb, int64_t b) {
   if (t == GgmlType::Q4_K) return {b * kQ4KBlock, b * kQ4KBlock + kQ4KChunk};
   if (t == GgmlType::Q5_K) return {b * kQ5KBlock, b * kQ5KBlock + kQ5KChunk};
   if (t == GgmlType::Q6_K) return {q6K_quants(b), q6K_scales(b)};
-  return {b * qb, nb * qb + b * sb};  // Q4_0 / Q4_1 / Q8_0: all quants, then all scales
+  const Pairs32 pr{qb, sb, nb};  // Q4_0 / Q4_1 / Q8_0: pairs of blocks, then their scales
+  return {pr.quants(b), pr.scales(b)};
 }
 
 int64_t group_bytes(GgmlType t, int64_t ne0) {
@@ -168,16 +169,16 @@ inline int32_t dot4_nib(const uint8_t* w, int shift, uint8_t mask, const int8_t*
 
 template <int kChunks, bool kOffset, bool kMin>
 void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const uint8_t* sc = g + nb * kChunks * 64;
-  constexpr int kScale = kMin ? 64 : 32;
+  const Pairs32 pr{kChunks * 64, kMin ? 64 : 32, nb};
   for (int r = 0; r < kRepackRows; ++r) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float summ = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kChunks * 64;
+      const uint8_t* q = g + pr.quants(b);
+      const uint8_t* sc = g + pr.scales(b);
       const int8_t* aq = a.q + b * a.block_bytes;
-      const float dd = f16(ld16(sc + b * kScale + 2 * r)) * a.d[b];
-      if (kMin) summ = std::fma(f16(ld16(sc + b * kScale + 32 + 2 * r)), a.s[b], summ);
+      const float dd = f16(ld16(sc + 2 * r)) * a.d[b];
+      if (kMin) summ = std::fma(f16(ld16(sc + 32 + 2 * r)), a.s[b], summ);
       int32_t p[8];
       for (int j = 0; j < 8; ++j) p[j] = kOffset ? a.corr[b * 8 + j] : 0;
       for (int c = 0; c < kChunks; ++c) {
@@ -198,11 +199,12 @@ void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 }
 
 void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const uint8_t* sc = g + nb * kQ4Chunk;
+  const Pairs32 pr = q4_0_pairs(nb);
   for (int r = 0; r < kRepackRows; ++r) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* q = g + b * kQ4Chunk;
+      const uint8_t* q = g + pr.quants(b);
+      const uint8_t* sc = g + pr.scales(b);
       const int8_t* aq = a.q + b * a.block_bytes;
       int32_t plo = a.corr_sum[b], phi = 0;
       for (int c = 0; c < 4; ++c) {
@@ -210,7 +212,7 @@ void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
         plo += dot4_nib(w, 0, 0x0F, aq + 4 * c);
         phi += dot4_nib(w, 0, 0xF0, aq + 16 + 4 * c);
       }
-      const float dd16 = (f16(ld16(sc + b * 32 + 2 * r)) * a.d[b]) * 0.0625f;
+      const float dd16 = (f16(ld16(sc + 2 * r)) * a.d[b]) * 0.0625f;
       acc = std::fma(dd16, static_cast<float>(plo * 16 + phi), acc);
     }
     out[r] = acc;

@@ -13,16 +13,21 @@
 // file if anything still reads them), so code that ignores `packed` is correct, only slower.
 //
 // Group g holds rows 16g .. 16g + 15 (the last group zero-padded), for nb blocks per row:
-//   Q4_0:  uint8 q[nb][4][16][4]   chunk c, lane r = bytes 4c .. 4c + 3 of row r's block qs:
-//                                  low nibbles are elements 4c .. 4c+3, high 16+4c .. 16+4c+3
-//          fp16  d[nb][16]
-//   Q4_1:  q as Q4_0;  fp16 dm[nb][2][16] (d then m)
-//   Q8_0:  uint8 q[nb][8][16][4]   chunk j = bytes 4j .. 4j + 3 of qs, stored as q + 128
-//          fp16  d[nb][16]
+//   Q4_0:  per block, uint8 q[4][16][4]   chunk c, lane r = bytes 4c .. 4c + 3 of row r's
+//                                         block qs: low nibbles are elements 4c .. 4c+3, high
+//                                         16+4c .. 16+4c+3
+//          fp16 d[16]
+//   Q4_1:  q as Q4_0;  fp16 dm[2][16] (d then m)
+//   Q8_0:  uint8 q[8][16][4]   chunk j = bytes 4j .. 4j + 3 of qs, stored as q + 128
+//          fp16 d[16]
+//   Q4_0 / Q4_1 / Q8_0 blocks go in pairs: the quants of blocks 2p and 2p + 1, then both
+//          blocks' scales (one line; Q4_1: two); an odd last block: its quants, then its
+//          scales (repack_kernels.h, Pairs32). One stream per group, as the K-quants below:
+//          with all scales after all quants (the earlier layout) Q4_0 decode read 17-30%
+//          slower on the Zen 5 host.
 //   F16:   fp16 w[ne0][16]          column k of the 16 rows side by side (32 bytes per column)
-// These keep all quants of a group, then all its scales. The K-quants keep each block's
-// scales next to its quants instead (one stream per group: a second stream of scales read
-// slower on the Zen 5 host, repack_avx512.cpp):
+// The K-quants keep each block's scales next to its quants as well (one stream per group: a
+// second stream of scales read slower on the Zen 5 host, repack_avx512.cpp):
 //   Q4_K:  per block, 2368 bytes (37 lines): uint8 q[4][8][16][4]  pair p, chunk c = bytes
 //          32p + 4c .. of qs: low nibbles are sub-block 2p, high nibbles sub-block 2p + 1;
 //          then its 320 bytes of scales: uint8 sc[8][16], uint8 mn[4][16][2] (sub-blocks 2p,

@@ -12,13 +12,6 @@
 namespace hc::ops::repack_detail {
 namespace {
 
-// Software prefetch of every weight line kPrefetch bytes ahead, into L2 (_MM_HINT_T1): on the
-// Zen 4 test machine the hardware prefetchers alone left a single thread at ~11-17 GB/s;
-// 8 KiB ahead into L2 reached 19-20 GB/s per thread and ~90% of the 2-thread read bandwidth
-// (hc-kernel-bench matvec_repacked/*, 1-16 KiB and T0/T1 tried; docs/BENCHMARKS.md).
-constexpr int64_t kPrefetch = 8192;
-#define HC_HINT _MM_HINT_T1
-
 // Q4_K / Q5_K / Q6_K (one stream per group, scales inline): every line 4 KiB ahead, into L1. Measured
 // on the Zen 5 host (11008 x 4096, 4 copies past L3, in-process A/B against a plain read of the
 // same bytes): 1 thread Q6_K 31 GB/s (read 36), Q5_K 36 (read 40); 2 threads 94-98% of the
@@ -28,6 +21,18 @@ constexpr int64_t kPrefetchKQ = 4096;
 inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
   for (int64_t i = 0; i < bytes; i += 64)
     _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchKQ + i), _MM_HINT_T0);
+}
+
+// Q4_0 / Q4_1 / Q8_0 (pairs of blocks, then their scales: one stream per group): the block's
+// lines and its scales' line, 4 KiB ahead into L1, as the K-quants. On the Zen 5 host
+// (hc-kernel-bench matvec_repacked/*/11008x4096, 3 alternating rounds, GB/s) the layout with
+// all scales after all quants (a second stream), prefetched 8 KiB ahead into L2, read Q4_0 at
+// 24.8-26.3 with 1 thread and 35.4-39.4 with 2; this one 31.4-34.2 and 40.4-47.4 (Q4_1 1 thread
+// 22.9-23.8 -> 28.1-30.1, Q8_0 26.6-29.9 -> 28.0-32.5). 8 KiB into L1 was as good, 8 KiB into
+// L2 and 2 KiB into L1 in between.
+inline void prefetch_block(const uint8_t* q, int lines, const uint8_t* sc) {
+  for (int c = 0; c < lines; ++c) _mm_prefetch(reinterpret_cast<const char*>(q + 4096 + 64 * c), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(sc + 4096), _MM_HINT_T0);
 }
 
 inline __m512i bcst4(const int8_t* p) {
@@ -44,24 +49,19 @@ inline __m512 f16x16(const void* p) {
 // kOffset: Q4_0 / Q8_0 start each group's integer sum at a.corr (-offset * group sum).
 template <int kChunks, bool kOffset, bool kMin>
 void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const uint8_t* sc = g + nb * kChunks * 64;
-  constexpr int kScale = kMin ? 64 : 32;
+  const Pairs32 pr{kChunks * 64, kMin ? 64 : 32, nb};
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[8];
 #pragma GCC unroll 8
   for (int j = 0; j < 8; ++j) acc[j] = _mm512_setzero_ps();
   __m512 summ = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = g + b * kChunks * 64;
+    const uint8_t* q = g + pr.quants(b);
+    const uint8_t* sc = g + pr.scales(b);
     const int8_t* aq = a.q + b * a.block_bytes;
-    // Every cache line of the block kPrefetch bytes ahead, and the scales' line.
-#pragma GCC unroll 8
-    for (int c = 0; c < kChunks; ++c)
-      _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch + 64 * c), HC_HINT);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + b * kScale + kPrefetch / 8), HC_HINT);
-    const __m512 dd = _mm512_mul_ps(f16x16(sc + b * kScale), _mm512_set1_ps(a.d[b]));
-    if constexpr (kMin)
-      summ = _mm512_fmadd_ps(f16x16(sc + b * kScale + 32), _mm512_set1_ps(a.s[b]), summ);
+    prefetch_block(q, kChunks, sc);
+    const __m512 dd = _mm512_mul_ps(f16x16(sc), _mm512_set1_ps(a.d[b]));
+    if constexpr (kMin) summ = _mm512_fmadd_ps(f16x16(sc + 32), _mm512_set1_ps(a.s[b]), summ);
     __m512i p[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j)
@@ -95,16 +95,14 @@ void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 // The high nibbles stay in place (v & 0xF0 = 16 * q), so the sum is kept as 16x and the scale
 // divided by 16 (exact).
 void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const uint8_t* sc = g + nb * kQ4Chunk;
+  const Pairs32 pr = q4_0_pairs(nb);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = g + b * kQ4Chunk;
+    const uint8_t* q = g + pr.quants(b);
+    const uint8_t* sc = g + pr.scales(b);
     const int8_t* aq = a.q + b * a.block_bytes;
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c)
-      _mm_prefetch(reinterpret_cast<const char*>(q + kPrefetch + 64 * c), HC_HINT);
-    _mm_prefetch(reinterpret_cast<const char*>(sc + b * 32 + kPrefetch / 8), HC_HINT);
+    prefetch_block(q, 4, sc);
     __m512i plo = _mm512_set1_epi32(a.corr_sum[b]), phi = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -112,7 +110,7 @@ void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) {
       plo = _mm512_dpbusd_epi32(plo, _mm512_and_si512(v, m_lo), bcst4(aq + 4 * c));
       phi = _mm512_dpbusd_epi32(phi, _mm512_and_si512(v, m_hi), bcst4(aq + 16 + 4 * c));
     }
-    const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(f16x16(sc + b * 32), _mm512_set1_ps(a.d[b])),
+    const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(f16x16(sc), _mm512_set1_ps(a.d[b])),
                                       _mm512_set1_ps(0.0625f));
     const __m512i p16 = _mm512_add_epi32(_mm512_slli_epi32(plo, 4), phi);
     acc = _mm512_fmadd_ps(dd16, _mm512_cvtepi32_ps(p16), acc);

@@ -35,8 +35,23 @@ const Kernels& avx512_kernels();
 // Scalar twins, defined in repack.cpp.
 const Kernels& scalar_kernels();
 
-// Quant bytes per block of one group (Q4_0 / Q4_1 / Q8_0: the scales follow all of them).
+// Quant bytes per block of one group.
 constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
+// Q4_0 / Q4_1 / Q8_0: blocks go in pairs, the quants of blocks 2p and 2p + 1, then the pair's
+// scales (one line: Q4_0 / Q8_0 d[16] of 2p, then of 2p + 1; Q4_1 d[16], m[16] of each); an
+// odd last block has its quants, then its scales. One stream per group, as the K-quants.
+// qb / sb: quant / scale bytes per block, nb: blocks per row.
+struct Pairs32 {
+  int64_t qb, sb, nb;
+  int64_t quants(int64_t b) const { return (b >> 1) * 2 * (qb + sb) + (b & 1) * qb; }
+  int64_t scales(int64_t b) const {
+    const int64_t base = (b >> 1) * 2 * (qb + sb);
+    return (b | 1) >= nb ? base + qb : base + 2 * qb + (b & 1) * sb;
+  }
+};
+inline Pairs32 q4_0_pairs(int64_t nb) { return {kQ4Chunk, 32, nb}; }
+inline Pairs32 q4_1_pairs(int64_t nb) { return {kQ4Chunk, 64, nb}; }
+inline Pairs32 q8_0_pairs(int64_t nb) { return {kQ8Chunk, 32, nb}; }
 // Q4_K / Q5_K expanded scales per super-block: sc[8][16], mn[4][16][2], d[16], dmin[16].
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
 // The K-quants keep each super-block's scales next to its quants (one stream per group: a
