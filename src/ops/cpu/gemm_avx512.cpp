@@ -43,9 +43,11 @@ void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t s = 0; s < ns; ++s, xs += astride) {
     const uint8_t* p = panel + s * stride;
+    // Offset formats start each sum at -corr (the same integer as subtracting it after).
+    const int32_t* ci = reinterpret_cast<const int32_t*>(xs + (SB + 4) * kIntTokTile);
     __m512i is[C];
     #pragma GCC unroll 16
-    for (int c = 0; c < C; ++c) is[c] = _mm512_setzero_si512();
+    for (int c = 0; c < C; ++c) is[c] = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(-ci[c]);
 #pragma GCC unroll 8
     for (int i = 0; i < SB / 4; ++i) {
       const __m512i wv = _mm512_loadu_si512(p + 64 * i);
@@ -66,11 +68,9 @@ void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64
         acc[c] = _mm512_fmadd_ps(mv, _mm512_set1_ps(cf[c]), acc[c]);
       }
     } else {
-      const int32_t* ci = reinterpret_cast<const int32_t*>(xs + (SB + 4) * kIntTokTile);
       #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) {
-        const __m512i d = _mm512_sub_epi32(is[c], _mm512_set1_epi32(ci[c]));
-        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(d), _mm512_set1_ps(dx[c]));
+        const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(is[c]), _mm512_set1_ps(dx[c]));
         acc[c] = _mm512_fmadd_ps(dv, v, acc[c]);
       }
     }
