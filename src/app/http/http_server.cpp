@@ -422,6 +422,11 @@ struct Server final : HttpServer {
     svr.set_read_timeout(30, 0);
     svr.set_write_timeout(30, 0);
     svr.set_keep_alive_timeout(2);
+    // The listening socket, so bind() can widen its backlog (see there).
+    svr.set_socket_options([this](socket_t sock) {
+      httplib::default_socket_options(sock);
+      listen_fd = sock;
+    });
     routes();
   }
 
@@ -429,6 +434,8 @@ struct Server final : HttpServer {
     svr.stop();
     sched->stop();
   }
+
+  socket_t listen_fd = -1;
 
   Result<int> bind() override {
     int port = opts.port;
@@ -439,6 +446,11 @@ struct Server final : HttpServer {
       return Status::Error("cannot bind " + opts.host + ":" + std::to_string(port) +
                            " (in use, or not an address of this machine)");
     }
+    // Debian's compiled cpp-httplib listens with a backlog of 5: 32 clients connecting at once
+    // while the accept thread waits for a core overflowed it, and some connections were reset
+    // (server.test_load under ctest -j2). Listening again on a listening socket only changes
+    // its backlog (Linux).
+    if (listen_fd >= 0) ::listen(listen_fd, SOMAXCONN);
     return port;
   }
 
