@@ -310,6 +310,14 @@ if ((!NO_MODELS)); then
     prep "$MODELS/SmolLM2-135M-Instruct.$type.gguf" "SmolLM2 $type (quantize)" \
       "$HOTCOLD" quantize -m "$MODELS/$SMOLLM2_GGUF" -o @OUT@ --type "$type"
   done
+  # llama-quantize's own mixes of SmolLM2 (llama.cpp's quantiser, from the F16 file): its rows
+  # of 576 are not a multiple of 256, so most tensors fall back to Q5_0 (Q4_K_M) / Q5_1 (Q5_K_M).
+  for type in Q4_K_M Q5_K_M; do
+    prep "$MODELS/SmolLM2-135M-Instruct.$type.gguf" "SmolLM2 $type (llama.cpp's quantiser)" \
+      "$PY" -c "import sys; sys.path.insert(0, sys.argv[1]); import llamacpp_ref as r; \
+r.quantize(sys.argv[2], sys.argv[3], sys.argv[4])" "$ROOT/tools/ref" \
+      "$MODELS/SmolLM2-135M-Instruct.F16.gguf" @OUT@ "${type,,}"
+  done
 fi
 
 step_end

@@ -4,11 +4,11 @@
 Sources, both independent of hotcold's code:
   * gguf-py (PyPI `gguf`, numpy reference quants): dequantisation of random-but-valid raw blocks
     of every weight type, and quantisation of a fixed float input for the types gguf-py can
-    quantise (F16, BF16, Q8_0, Q4_0, Q4_1).
+    quantise (F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1).
   * ggml itself, from the libggml-base / libggml-cpu shipped with llama-cpp-python (optional,
     skipped with a note if missing): quantize_row_*_ref for the types gguf-py cannot quantise
     (Q4_K, Q5_K, Q6_K, Q8_K, Q8_1) and the scalar ggml_vec_dot_*_generic dot products.
-    Where both sources cover a case (dequantise, Q8_0/Q4_0/Q4_1 quantise) they are checked
+    Where both sources cover a case (dequantise, Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 quantise) they are checked
     against each other here.
 
 Everything is little-endian raw data; the seed is fixed, so reruns reproduce the files.
@@ -29,6 +29,7 @@ OUT = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else
 # ggml block sizes / bytes (ggml-common.h). gguf-py's table still lists the old 40-byte Q8_1,
 # so the current layouts are spelled out here.
 LAYOUT = {"F16": (1, 2), "BF16": (1, 2), "F32": (1, 4), "Q4_0": (32, 18), "Q4_1": (32, 20),
+          "Q5_0": (32, 22), "Q5_1": (32, 24),
           "Q8_0": (32, 34), "Q8_1": (32, 36), "Q4_K": (256, 144), "Q5_K": (256, 176),
           "Q6_K": (256, 210), "Q8_K": (256, 292)}
 DOT_TYPE = {"Q4_0": "Q8_0", "Q8_0": "Q8_0", "Q4_1": "Q8_1", "Q4_K": "Q8_K", "Q5_K": "Q8_K",
@@ -67,6 +68,10 @@ def random_blocks(name, nb):
         return np.hstack([half_field(d), half_field(rng.normal(0, 0.1, nb)), rand_bytes(nb, 16)])
     if name == "Q8_0":
         return np.hstack([half_field(d), rand_bytes(nb, 32)])
+    if name == "Q5_0":
+        return np.hstack([half_field(d), rand_bytes(nb, 4 + 16)])
+    if name == "Q5_1":
+        return np.hstack([half_field(d), half_field(rng.normal(0, 0.1, nb)), rand_bytes(nb, 4 + 16)])
     if name in ("Q4_K", "Q5_K"):
         extra = 32 if name == "Q5_K" else 0
         return np.hstack([half_field(np.abs(d)), half_field(pos), rand_bytes(nb, 12 + extra + 128)])
@@ -154,14 +159,47 @@ class Ggml:
         fn(raw.ctypes.data, out.ctypes.data, n)
         return out
 
-    def vec_dot(self, name, n, w, a):
+    def vec_dot(self, name, n, w, a, generic=True):
         t = lambda s: s.lower()[:-1] + s[-1]  # noqa: E731  Q4_K -> q4_K
-        fn = getattr(self.cpu, f"ggml_vec_dot_{t(name)}_{t(DOT_TYPE[name])}_generic")
+        suffix = "_generic" if generic else ""
+        fn = getattr(self.cpu, f"ggml_vec_dot_{t(name)}_{t(DOT_TYPE[name])}{suffix}")
         fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
                        ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         s = np.zeros(1, dtype=np.float32)
         fn(n, s.ctypes.data, 0, w.ctypes.data, 0, a.ctypes.data, 0, 1)
         return s
+
+
+def q5_goldens(ggml, x):
+    """Q5_0 / Q5_1 (added later, with their own generator so that the files above keep their
+    bytes): dequantisation of random raw blocks and quantisation of quant_input() checked
+    between gguf-py and ggml, and ggml's generic dot products."""
+    global rng
+    saved, rng = rng, np.random.default_rng(SEED + 5)
+    try:
+        for name, at in (("Q5_0", "Q8_0"), ("Q5_1", "Q8_1")):
+            blocks = random_blocks(name, 16).reshape(-1)
+            deq = quants.dequantize(blocks.copy(), T[name]).reshape(-1).astype(np.float32)
+            q = gguf_quantize(name, x)
+            if ggml:
+                same = ggml.dequantize(name, blocks, deq.size).view(np.uint32) == deq.view(np.uint32)
+                assert same.all(), f"gguf-py and ggml disagree dequantising {name}"
+                assert (ggml.quantize(name, x) == q.view(np.uint8)).all(), f"{name}: gguf-py != ggml"
+            write(f"dequant_{name}.bin", blocks)
+            write(f"dequant_{name}.f32", deq)
+            write(f"quant_{name}.bin", q)
+            if ggml:
+                DOT_TYPE[name] = at
+                n = blocks.size // LAYOUT[name][1] * LAYOUT[name][0]
+                act = ggml.quantize(at, rng.normal(0, 1, n).astype(np.float32))
+                write(f"dot_{name}.act", act)
+                # ggml_vec_dot_q5_0_q8_0_generic of llama-cpp-python 0.3.36 disagrees with
+                # ggml's own dequantisation (a block of q = 0 levels and unit activations
+                # gives 7680 = 32 x 240 instead of -512), while its x86 kernel, what llama.cpp
+                # runs here, agrees with it: the Q5 goldens come from the x86 kernels.
+                write(f"dot_{name}.f32", ggml.vec_dot(name, n, blocks, act, generic=False))
+    finally:
+        rng = saved
 
 
 def main():
@@ -205,6 +243,7 @@ def main():
             act = ggml.quantize(at, rng.normal(0, 1, n).astype(np.float32))
             write(f"dot_{name}.act", act)
             write(f"dot_{name}.f32", ggml.vec_dot(name, n, raw[name], act))
+    q5_goldens(ggml, x)
     print(f"wrote {len(list(OUT.iterdir()))} files to {OUT}")
 
 

@@ -465,7 +465,7 @@ Status bind_shape(const GgufFile& f, const std::string& name, const std::vector<
   if (matrix && !quant::is_supported_weight_type(t->type))
     return Status::Error("tensor '" + name + "' has type " + dtype_name(t->type) +
                          ", which hotcold cannot compute with (supported: F32, F16, BF16, Q8_0, "
-                         "Q4_0, Q4_1, Q4_K, Q5_K, Q6_K)");
+                         "Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   if (!matrix && t->type != GgmlType::F32)
     return Status::Error("tensor '" + name + "': expected type F32, found " + dtype_name(t->type));
   int64_t rows = 1;

@@ -247,8 +247,8 @@ Result<std::vector<TensorQuantPlan>> plan_quantization(const GgufFile& in,
     if (!quant::is_supported_weight_type(t.type))
       return Status::Error("tensor '" + t.name + "': cannot convert from type " +
                            dtype_name(t.type) +
-                           " (supported input types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, "
-                           "Q5_K, Q6_K)");
+                           " (supported input types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                           "Q5_1, Q4_K, Q5_K, Q6_K)");
     HC_CHECK(quant::can_quantize_to(to));
   }
   return plan;

@@ -11,6 +11,8 @@ namespace hc::quant {
 
 constexpr int QK4_0 = 32;
 constexpr int QK4_1 = 32;
+constexpr int QK5_0 = 32;
+constexpr int QK5_1 = 32;
 constexpr int QK8_0 = 32;
 constexpr int QK8_1 = 32;
 constexpr int QK_K = 256;         // super-block size of the K-quants
@@ -30,6 +32,25 @@ struct block_q4_1 {
   uint8_t qs[QK4_1 / 2];
 };
 static_assert(sizeof(block_q4_1) == 20, "block_q4_1 must match ggml");
+
+// x = d * (q - 16), q in [0, 31]: the low 4 bits as Q4_0's nibbles, bit j of qh (little
+// endian) the fifth bit of element j. llama-quantize's fallback for Q4_K tensors whose rows are
+// not a multiple of 256 (SmolLM2's 576), so it fills Q4_K_M files of such models.
+struct block_q5_0 {
+  fp16_t d;
+  uint8_t qh[4];
+  uint8_t qs[QK5_0 / 2];
+};
+static_assert(sizeof(block_q5_0) == 22, "block_q5_0 must match ggml");
+
+// x = d * q + m, q in [0, 31], bits as Q5_0 (Q5_K's fallback).
+struct block_q5_1 {
+  fp16_t d;
+  fp16_t m;
+  uint8_t qh[4];
+  uint8_t qs[QK5_1 / 2];
+};
+static_assert(sizeof(block_q5_1) == 24, "block_q5_1 must match ggml");
 
 // x = d * q, q in [-127, 127] when produced by the quantiser.
 struct block_q8_0 {

@@ -25,6 +25,10 @@ TypeKernels make_ref_base(GgmlType t) {
       return {r::dequantize_q4_0, r::quantize_q4_0, r::vec_dot_q4_0_q8_0};
     case GgmlType::Q4_1:
       return {r::dequantize_q4_1, r::quantize_q4_1, r::vec_dot_q4_1_q8_1};
+    case GgmlType::Q5_0:
+      return {r::dequantize_q5_0, r::quantize_q5_0, r::vec_dot_q5_0_q8_0};
+    case GgmlType::Q5_1:
+      return {r::dequantize_q5_1, r::quantize_q5_1, r::vec_dot_q5_1_q8_1};
     case GgmlType::Q8_0:
       return {r::dequantize_q8_0, r::quantize_q8_0, r::vec_dot_q8_0_q8_0};
     case GgmlType::Q8_1:
@@ -140,6 +144,8 @@ bool is_supported_weight_type(GgmlType t) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
     case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
@@ -156,9 +162,11 @@ bool can_quantize_to(GgmlType t) {
 GgmlType vec_dot_type(GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
     case GgmlType::Q8_0:
       return GgmlType::Q8_0;
     case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
       return GgmlType::Q8_1;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:

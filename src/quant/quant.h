@@ -3,7 +3,7 @@
 // fastest path this CPU supports (AVX2 / AVX-512), each tested against its _ref twin.
 //
 // Dot products follow ggml's scheme: activations are first quantised to vec_dot_type(w_type)
-// (Q8_0 for Q4_0/Q8_0, Q8_1 for Q4_1, Q8_K for the K-quants, F16 for F16, BF16 for BF16,
+// (Q8_0 for Q4_0/Q5_0/Q8_0, Q8_1 for Q4_1/Q5_1, Q8_K for the K-quants, F16 for F16, BF16 for BF16,
 // F32 for F32) and the integer/float dot product is taken block by block.
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 namespace hc::quant {
 
-// Weight types the engine computes with: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q4_K Q5_K Q6_K.
+// Weight types the engine computes with: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K.
 bool is_supported_weight_type(GgmlType t);
 // Types quantize_row accepts as a target (the weight types plus Q8_1 and Q8_K).
 bool can_quantize_to(GgmlType t);
@@ -29,7 +29,8 @@ float vec_dot_ref(GgmlType t, int64_t n, const void* w, const void* a);
 
 // Run-time dispatched versions. dequantize_row and quantize_row give exactly the _ref bytes;
 // vec_dot agrees with vec_dot_ref up to float rounding (different accumulation order). For
-// Q4_0 / Q4_1 / Q8_0 the SIMD vec_dot is bit-identical to ggml-cpu's x86 kernel (ref::x86).
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 the SIMD vec_dot is bit-identical to ggml-cpu's x86 kernel
+// (ref::x86).
 void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n);
 void quantize_row(GgmlType t, const float* src, void* dst, int64_t n);
 float vec_dot(GgmlType t, int64_t n, const void* w, const void* a);

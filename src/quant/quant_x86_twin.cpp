@@ -13,6 +13,7 @@
 // The SIMD kernels in quant_avx2.cpp / quant_avx512.cpp are tested against these bit for bit.
 // Compiled without -mfma: std::fma is the correctly rounded libm call, i.e. what vfmadd does.
 #include <cmath>
+#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/ref.h"
@@ -107,6 +108,45 @@ float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
       [&](int64_t i, int j) {
         int s = 0;
         for (int e = 4 * j; e < 4 * j + 4; ++e) s += nibble(x[i].qs, e) * y[i].qs[e];
+        return s;
+      },
+      [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
+  return main + summs;
+}
+
+// Q5_0 / Q5_1: ggml's x86 loop ors the fifth bits into the unpacked nibbles (Q5_0: 0xF0 where
+// the bit is clear, i.e. q - 16 as a signed byte), then the same 8 lanes as Q4_0 / Q4_1.
+inline int q5(const uint8_t* qs, const uint8_t* qh, int e) {
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return nibble(qs, e) | static_cast<int>(((h >> e) & 1u) << 4);
+}
+
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
+  const block_q5_0* x = static_cast<const block_q5_0*>(w);
+  const block_q8_0* y = static_cast<const block_q8_0*>(a);
+  return lanes_dot(
+      n / QK8_0,
+      [&](int64_t i, int j) {
+        int s = 0;
+        for (int e = 4 * j; e < 4 * j + 4; ++e) s += (q5(x[i].qs, x[i].qh, e) - 16) * y[i].qs[e];
+        return s;
+      },
+      [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
+}
+
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
+  const block_q5_1* x = static_cast<const block_q5_1*>(w);
+  const block_q8_1* y = static_cast<const block_q8_1*>(a);
+  float summs = 0.0f;
+  for (int64_t i = 0; i < n / QK8_1; ++i) {
+    summs = std::fma(fp16_to_fp32(x[i].m), fp16_to_fp32(y[i].s), summs);
+  }
+  const float main = lanes_dot(
+      n / QK8_1,
+      [&](int64_t i, int j) {
+        int s = 0;
+        for (int e = 4 * j; e < 4 * j + 4; ++e) s += q5(x[i].qs, x[i].qh, e) * y[i].qs[e];
         return s;
       },
       [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });

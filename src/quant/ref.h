@@ -24,6 +24,12 @@ float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
 void dequantize_q4_1(const void* src, float* dst, int64_t n);
 void quantize_q4_1(const float* src, void* dst, int64_t n);
 float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void quantize_q5_0(const float* src, void* dst, int64_t n);
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void quantize_q5_1(const float* src, void* dst, int64_t n);
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
 void dequantize_q8_0(const void* src, float* dst, int64_t n);
 void quantize_q8_0(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
@@ -52,6 +58,8 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a);
 float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a);
+float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a);
+float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a);
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a);
 }  // namespace x86
 

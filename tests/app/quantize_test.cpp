@@ -151,11 +151,11 @@ TEST(QuantizePlan, IncompatibleRowLengthsFallBack) {
 TEST(QuantizePlan, UnsupportedInputTypeNamesTensor) {
   GgufFile f = fake_llama(1, 256, 512);
   for (auto& t : f.tensors)
-    if (t.name == "blk.0.attn_k.weight") t.type = GgmlType::Q5_0;
+    if (t.name == "blk.0.attn_k.weight") t.type = GgmlType::Q2_K;
   auto target = parse_quantize_target("Q8_0");
   auto plan = plan_quantization(f, *target);
   ASSERT_FALSE(plan.ok());
-  EXPECT_NE(plan.message().find("tensor 'blk.0.attn_k.weight': cannot convert from type Q5_0"),
+  EXPECT_NE(plan.message().find("tensor 'blk.0.attn_k.weight': cannot convert from type Q2_K"),
             std::string::npos)
       << plan.message();
 }

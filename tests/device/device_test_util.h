@@ -46,7 +46,7 @@ extern const char* const kDeviceKind;
 
 namespace hc::device_test {
 
-using ops_test::kAllTypes;  // every weight type the kernels support (tests/ops)
+inline constexpr const auto& kAllTypes = ops_test::kDeviceTypes;  // every type the device kernels support
 using ops_test::randn;
 
 inline constexpr double kU = 1.0 / (1 << 24);    // fp32 unit roundoff

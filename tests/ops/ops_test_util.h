@@ -15,7 +15,13 @@ namespace hc::ops_test {
 // Every weight type the kernels support.
 inline constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                                          GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                         GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                         GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                         GgmlType::Q5_K, GgmlType::Q6_K};
+// The weight types the devices' kernels compute with (ops::device_checks::device_weight_type):
+// the host's minus Q5_0 / Q5_1.
+inline constexpr GgmlType kDeviceTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
+                                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // n normal(0, scale) floats from a seeded generator.
 inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {

@@ -47,8 +47,8 @@ void expect_same_bytes(const std::vector<uint8_t>& want, const std::vector<uint8
 }
 
 TEST(QuantGolden, DequantizeMatchesGgufPyBitForBit) {
-  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0,
-                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                     GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     SCOPED_TRACE(dtype_name(t));
     const std::string stem = std::string("dequant_") + dtype_name(t);
     const std::vector<uint8_t> raw = golden(stem + ".bin");
@@ -69,7 +69,7 @@ TEST(QuantGolden, QuantizeMatchesGgufPyAndGgmlBitForBit) {
   ASSERT_EQ(n % 256, 0);
   for (GgmlType t :
        {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::Q8_1}) {
+        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_K, GgmlType::Q8_1}) {
     SCOPED_TRACE(dtype_name(t));
     const std::vector<uint8_t> want = golden(std::string("quant_") + dtype_name(t) + ".bin");
     std::vector<uint8_t> got(static_cast<size_t>(row_bytes(t, n)));
@@ -84,8 +84,8 @@ TEST(QuantGolden, QuantizeMatchesGgufPyAndGgmlBitForBit) {
 // ggml's generic dot products accumulate in the same order as ours, but libggml-cpu is built
 // with FMA contraction, so agreement is asked within the derived rounding bound, not bits.
 TEST(QuantGolden, VecDotMatchesGgmlGeneric) {
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K}) {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     SCOPED_TRACE(dtype_name(t));
     const std::vector<uint8_t> w = golden(std::string("dequant_") + dtype_name(t) + ".bin");
     const std::vector<uint8_t> a = golden(std::string("dot_") + dtype_name(t) + ".act");

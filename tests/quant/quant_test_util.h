@@ -19,7 +19,8 @@ namespace hc::quant::qtest {
 
 constexpr GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,
                                      GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
-                                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                     GgmlType::Q5_K, GgmlType::Q6_K};
 constexpr double kU = 1.0 / (1 << 24);  // unit roundoff of float
 
 inline int64_t block_size(GgmlType t) { return dtype_traits(t).block_size; }
@@ -69,6 +70,13 @@ inline void sanitize_scales(GgmlType t, uint8_t* row, int64_t nb, std::mt19937& 
       case GgmlType::Q8_0:
         reinterpret_cast<block_q8_0*>(row)[i].d = h(false);
         break;
+      case GgmlType::Q5_0:
+        reinterpret_cast<block_q5_0*>(row)[i].d = h(false);
+        break;
+      case GgmlType::Q5_1:
+        reinterpret_cast<block_q5_1*>(row)[i].d = h(true);
+        reinterpret_cast<block_q5_1*>(row)[i].m = h(false);
+        break;
       case GgmlType::Q4_1:
         reinterpret_cast<block_q4_1*>(row)[i].d = h(true);
         reinterpret_cast<block_q4_1*>(row)[i].m = h(false);
@@ -111,13 +119,17 @@ inline std::vector<double> weight_magnitudes(GgmlType t, const uint8_t* w, int64
   dequantize_row_ref(t, w, full.data(), n);
   std::vector<double> mag(full.begin(), full.end());
   for (double& m : mag) m = std::fabs(m);
-  if (t != GgmlType::Q4_1 && t != GgmlType::Q4_K && t != GgmlType::Q5_K) return mag;
+  if (t != GgmlType::Q4_1 && t != GgmlType::Q5_1 && t != GgmlType::Q4_K && t != GgmlType::Q5_K)
+    return mag;
   std::vector<uint8_t> a(w, w + row_bytes(t, n)), b = a;
   const int64_t nb = n / block_size(t);
   for (int64_t i = 0; i < nb; ++i) {
     if (t == GgmlType::Q4_1) {
       reinterpret_cast<block_q4_1*>(a.data())[i].m = 0;
       reinterpret_cast<block_q4_1*>(b.data())[i].d = 0;
+    } else if (t == GgmlType::Q5_1) {
+      reinterpret_cast<block_q5_1*>(a.data())[i].m = 0;
+      reinterpret_cast<block_q5_1*>(b.data())[i].d = 0;
     } else if (t == GgmlType::Q4_K) {
       reinterpret_cast<block_q4_K*>(a.data())[i].dmin = 0;
       reinterpret_cast<block_q4_K*>(b.data())[i].d = 0;

@@ -21,7 +21,7 @@ TEST(QuantRef, TypeTables) {
     EXPECT_TRUE(can_quantize_to(t)) << dtype_name(t);
   }
   for (GgmlType t :
-       {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::Q5_0, GgmlType::Q2_K, GgmlType::IQ4_XS}) {
+       {GgmlType::Q8_1, GgmlType::Q8_K, GgmlType::Q2_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     EXPECT_FALSE(is_supported_weight_type(t)) << dtype_name(t);
   }
   EXPECT_TRUE(can_quantize_to(GgmlType::Q8_1));
@@ -30,6 +30,8 @@ TEST(QuantRef, TypeTables) {
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_0), GgmlType::Q8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::Q8_0), GgmlType::Q8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_1), GgmlType::Q8_1);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q5_0), GgmlType::Q8_0);
+  EXPECT_EQ(vec_dot_type(GgmlType::Q5_1), GgmlType::Q8_1);
   EXPECT_EQ(vec_dot_type(GgmlType::Q4_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q5_K), GgmlType::Q8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::Q6_K), GgmlType::Q8_K);
@@ -45,16 +47,17 @@ TEST(QuantRef, TypeTables) {
   EXPECT_EQ(dtype_traits(GgmlType::Q8_K).type_size, int64_t(sizeof(block_q8_K)));
 }
 
-// Q4_1 x Q8_1 takes the block-minimum term from s = fp16(d * sum(q)), not from the levels:
+// Q4_1 / Q5_1 x Q8_1 take the block-minimum term from s = fp16(d * sum(q)), not from the levels:
 // up to half an fp16 ulp (2^-11 relative) of |m * s| per block that the float sum lacks.
 double q8_1_sum_error(GgmlType t, const std::vector<uint8_t>& w, const std::vector<uint8_t>& a,
                       int64_t n) {
-  if (t != GgmlType::Q4_1) return 0;
-  const auto* x = reinterpret_cast<const block_q4_1*>(w.data());
+  if (t != GgmlType::Q4_1 && t != GgmlType::Q5_1) return 0;
   const auto* y = reinterpret_cast<const block_q8_1*>(a.data());
   double e = 0;
   for (int64_t i = 0; i < n / QK8_1; ++i) {
-    e += std::fabs(fp16_to_fp32(x[i].m) * fp16_to_fp32(y[i].s)) * std::ldexp(1.0, -11);
+    const fp16_t m = t == GgmlType::Q4_1 ? reinterpret_cast<const block_q4_1*>(w.data())[i].m
+                                         : reinterpret_cast<const block_q5_1*>(w.data())[i].m;
+    e += std::fabs(fp16_to_fp32(m) * fp16_to_fp32(y[i].s)) * std::ldexp(1.0, -11);
   }
   return e;
 }

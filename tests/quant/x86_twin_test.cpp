@@ -26,6 +26,8 @@ struct DotTwin {
 };
 const DotTwin kDotTwins[] = {{GgmlType::Q4_0, ref::x86::vec_dot_q4_0_q8_0},
                              {GgmlType::Q4_1, ref::x86::vec_dot_q4_1_q8_1},
+                             {GgmlType::Q5_0, ref::x86::vec_dot_q5_0_q8_0},
+                             {GgmlType::Q5_1, ref::x86::vec_dot_q5_1_q8_1},
                              {GgmlType::Q8_0, ref::x86::vec_dot_q8_0_q8_0}};
 
 // Rows with wide dynamic range (values at many exponents) so that the float rounding of the

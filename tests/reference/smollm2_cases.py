@@ -102,32 +102,36 @@ def ref_batch_noise(ref, path: Path, prompt: str) -> float:
                             [path], compute)["noise"]
 
 
-def check_greedy_ids(hotcold_bin: Path, ref, path: Path, label: str) -> None:
-    """All prompts are run and every divergence is reported, then the test fails."""
+def check_greedy_ids(hotcold_bin: Path, ref, path: Path, label: str,
+                     batch1_exact: bool = True) -> None:
+    """All prompts are run and every divergence is reported, then the test fails. Batched
+    prompts may leave llama.cpp's ids at a near-tie (the logit margin of llama.cpp's own choice
+    over ours at most its batch-size noise, floor GREEDY_MIN_MARGIN); at batch 1 the ids must be
+    identical unless batch1_exact is False (files whose decode kernels do not replicate
+    llama.cpp's summation order, such as the K-quant mixes: near-ties allowed there too)."""
     report, failed = [], 0
     for kind, prompt in PROMPTS.items():
-        want, _ = ref_greedy(ref, path, prompt, n_batch=1)
-        got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY, n_batch=1)
-        if got == want:
-            report.append(f"  {kind} (batch 1): identical ({len(want)} tokens)")
-        else:
-            failed += 1
-            report.append(f"  {kind} (batch 1): {greedy_divergence(ref, prompt, got, want)}")
-        want, _ = ref_greedy(ref, path, prompt)
-        got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY)
-        if got == want:
-            report.append(f"  {kind} (batch 512): identical ({len(want)} tokens)")
-            continue
-        i = next((k for k, (x, y) in enumerate(zip(got, want)) if x != y), None)
-        allowed = max(GREEDY_MIN_MARGIN, ref_batch_noise(ref, path, prompt))
-        margin = None
-        if i is not None:
-            lg = ref.last_logits(ids=ref.prompt_ids(prompt) + want[:i])
-            margin = float(lg[want[i]] - lg[got[i]])
-        ok = margin is not None and margin <= allowed
-        failed += 0 if ok else 1
-        report.append(f"  {kind} (batch 512): {'near-tie, allowed' if ok else 'FAILED'} "
-                      f"(allowed margin {allowed:.3f}): {greedy_divergence(ref, prompt, got, want)}")
+        for n_batch in (1, 512):
+            want, _ = ref_greedy(ref, path, prompt, n_batch=n_batch)
+            got = hotcold_greedy_ids(hotcold_bin, path, prompt, N_GREEDY, n_batch=n_batch)
+            if got == want:
+                report.append(f"  {kind} (batch {n_batch}): identical ({len(want)} tokens)")
+                continue
+            if n_batch == 1 and batch1_exact:
+                failed += 1
+                report.append(f"  {kind} (batch 1): {greedy_divergence(ref, prompt, got, want)}")
+                continue
+            i = next((k for k, (x, y) in enumerate(zip(got, want)) if x != y), None)
+            allowed = max(GREEDY_MIN_MARGIN, ref_batch_noise(ref, path, prompt))
+            margin = None
+            if i is not None:
+                lg = ref.last_logits(ids=ref.prompt_ids(prompt) + want[:i])
+                margin = float(lg[want[i]] - lg[got[i]])
+            ok = margin is not None and margin <= allowed
+            failed += 0 if ok else 1
+            report.append(f"  {kind} (batch {n_batch}): {'near-tie, allowed' if ok else 'FAILED'} "
+                          f"(allowed margin {allowed:.3f}): "
+                          f"{greedy_divergence(ref, prompt, got, want)}")
     assert not failed, (f"{label}: greedy ids differ from llama.cpp for {failed} checks:\n"
                         + "\n".join(report))
     print(f"{label}:\n" + "\n".join(report))
@@ -136,7 +140,8 @@ def check_greedy_ids(hotcold_bin: Path, ref, path: Path, label: str) -> None:
 _FINAL = re.compile(rb"Final estimate: PPL = ([0-9.eE+-]+) \+/- ([0-9.eE+-]+)")
 
 
-def check_perplexity(hotcold_bin: Path, ref, path: Path, label: str, chunks: int) -> None:
+def check_perplexity(hotcold_bin: Path, ref, path: Path, label: str, chunks: int,
+                     rel_tol: float = PPL_REL_TOL) -> None:
     wiki = require_file(SHARED / "data" / "wikitext-2" / "wiki.test.raw", "../shared is missing")
 
     def compute():
@@ -150,7 +155,7 @@ def check_perplexity(hotcold_bin: Path, ref, path: Path, label: str, chunks: int
     assert m, f"no 'Final estimate: PPL = X +/- Y' line in the output:\n{out[-2000:]!r}"
     ppl, stderr = float(m[-1][0]), float(m[-1][1])
     rel = abs(ppl - want["ppl"]) / want["ppl"]
-    assert rel <= PPL_REL_TOL, (f"{label}: PPL {ppl:.4f} vs llama.cpp {want['ppl']:.4f} "
-                                f"({100 * rel:.3f}% > {100 * PPL_REL_TOL}%)")
+    assert rel <= rel_tol, (f"{label}: PPL {ppl:.4f} vs llama.cpp {want['ppl']:.4f} "
+                            f"({100 * rel:.3f}% > {100 * rel_tol}%)")
     assert abs(stderr - want["stderr"]) <= STDERR_REL_TOL * want["stderr"], \
         f"{label}: stderr {stderr:.5f} vs llama.cpp {want['stderr']:.5f}"

@@ -12,6 +12,17 @@ namespace {
 std::string str(int64_t v) { return std::to_string(v); }
 }  // namespace
 
+bool device_weight_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
+    case GgmlType::Q4_0: case GgmlType::Q4_1: case GgmlType::Q8_0:
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
+      return true;
+    default:  // Q5_0 / Q5_1 compute on the host only
+      return false;
+  }
+}
+
 // The message is built only on failure: every queued matmul runs this, and the queue
 // allocates nothing in steady-state decode.
 std::string weight(const char* name, const TensorView& w, int64_t ne0) {
@@ -19,7 +30,7 @@ std::string weight(const char* name, const TensorView& w, int64_t ne0) {
     return std::string(name) + " (" + dtype_name(w.type) + " [" + str(w.ne1) + ", " + str(w.ne0) +
            "])";
   };
-  if (!quant::is_supported_weight_type(w.type))
+  if (!device_weight_type(w.type))
     return what() + ": weight type " + dtype_name(w.type) +
            " is not supported (F32 F16 BF16 Q4_0 Q4_1 Q8_0 Q4_K Q5_K Q6_K are)";
   const int64_t bs = dtype_traits(w.type).block_size;

@@ -23,7 +23,9 @@ namespace hc::ops::device_checks {
 // The longest head attention_one takes (its on-stack fp16 copy of one head of q).
 inline constexpr int kMaxHeadDim = 512;
 
-// A weight matrix the kernels can read: a supported type, rows of whole blocks with `ne0`
+// Weight types every device's kernels compute with (the host's minus Q5_0 / Q5_1).
+bool device_weight_type(GgmlType t);
+// A weight matrix the kernels can read: a device weight type, rows of whole blocks with `ne0`
 // inputs each (-1: any), data present, rows not overlapping and aligned as quant.h needs
 // (2 bytes; 4 for F32). `name` names the matrix in the message, with its type and shape.
 std::string weight(const char* name, const TensorView& w, int64_t ne0);

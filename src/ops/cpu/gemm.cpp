@@ -98,6 +98,32 @@ void pack_row(GgmlType t, const uint8_t* row, int64_t k, const PanelWriter& pw, 
       }
       return;
     }
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1: {  // the nibbles with each element's fifth bit or-ed into bit 4
+      const bool q51 = t == GgmlType::Q5_1;
+      const int64_t bs = q51 ? sizeof(block_q5_1) : sizeof(block_q5_0);
+      for (int64_t s = 0; s < k / 32; ++s) {
+        const uint8_t* blk = row + s * bs;
+        fp16_t d, m = 0;
+        std::memcpy(&d, blk, 2);
+        if (q51) std::memcpy(&m, blk + 2, 2);
+        const uint32_t qh = load32(blk + (q51 ? 4 : 2));
+        const uint8_t* qs = blk + (q51 ? 8 : 6);
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t v = load32(qs + 4 * i);
+          uint32_t lo = v & kLo, hi = (v >> 4) & kLo;
+          for (int j = 0; j < 4; ++j) {
+            lo |= ((qh >> (4 * i + j)) & 1u) << (8 * j + 4);
+            hi |= ((qh >> (16 + 4 * i + j)) & 1u) << (8 * j + 4);
+          }
+          pw.q4(s, i, lane, lo);
+          pw.q4(s, i + 4, lane, hi);
+        }
+        if (q51) pw.dm(s, lane, f16(d), f16(m));
+        else pw.d_only(s, lane, f16(d));
+      }
+      return;
+    }
     case GgmlType::Q4_K:
     case GgmlType::Q5_K: {
       const bool q5 = t == GgmlType::Q5_K;
@@ -591,6 +617,8 @@ IntFormat int_format(GgmlType t) {
     case GgmlType::Q8_0: return {32, false, 128, IntKind::kOffset};
     case GgmlType::Q4_0: return {32, false, 8, IntKind::kOffset};
     case GgmlType::Q4_1: return {32, true, 0, IntKind::kMin};
+    case GgmlType::Q5_0: return {32, false, 16, IntKind::kOffset};
+    case GgmlType::Q5_1: return {32, true, 0, IntKind::kMin};
     case GgmlType::Q4_K: return {32, true, 0, IntKind::kKMin};
     case GgmlType::Q5_K: return {32, true, 0, IntKind::kKMin};
     case GgmlType::Q6_K: return {16, false, 32, IntKind::kK6};
@@ -640,6 +668,7 @@ bool gemm_supports(GgmlType t) {
   switch (t) {
     case GgmlType::F32: case GgmlType::F16: case GgmlType::BF16:
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q4_1:
+    case GgmlType::Q5_0: case GgmlType::Q5_1:
     case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K:
       return true;
     default:
