@@ -83,21 +83,28 @@ void quantize_q8_1(const float* src, void* dst, int64_t n) {
   }
 }
 
-float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
-  const block_q4_0* x = static_cast<const block_q4_0*>(w);
+namespace {
+
+// d-scaled blocks (Q4_0, Q5_0, Q8_0 against Q8_0): lane j of block i is the sum of level(x[i], e)
+// * y[i].qs[e] over its 4 elements.
+template <class Block, class Level>
+float scaled_dot(int64_t n, const void* w, const void* a, Level level) {
+  const Block* x = static_cast<const Block*>(w);
   const block_q8_0* y = static_cast<const block_q8_0*>(a);
   return lanes_dot(
       n / QK8_0,
       [&](int64_t i, int j) {
         int s = 0;
-        for (int e = 4 * j; e < 4 * j + 4; ++e) s += (nibble(x[i].qs, e) - 8) * y[i].qs[e];
+        for (int e = 4 * j; e < 4 * j + 4; ++e) s += level(x[i], e) * y[i].qs[e];
         return s;
       },
       [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
 }
 
-float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
-  const block_q4_1* x = static_cast<const block_q4_1*>(w);
+// Blocks with a minimum (Q4_1, Q5_1 against Q8_1): the same lanes, plus the minimum term.
+template <class Block, class Level>
+float min_dot(int64_t n, const void* w, const void* a, Level level) {
+  const Block* x = static_cast<const Block*>(w);
   const block_q8_1* y = static_cast<const block_q8_1*>(a);
   float summs = 0.0f;
   for (int64_t i = 0; i < n / QK8_1; ++i) {
@@ -107,7 +114,7 @@ float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
       n / QK8_1,
       [&](int64_t i, int j) {
         int s = 0;
-        for (int e = 4 * j; e < 4 * j + 4; ++e) s += nibble(x[i].qs, e) * y[i].qs[e];
+        for (int e = 4 * j; e < 4 * j + 4; ++e) s += level(x[i], e) * y[i].qs[e];
         return s;
       },
       [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
@@ -122,48 +129,27 @@ inline int q5(const uint8_t* qs, const uint8_t* qh, int e) {
   return nibble(qs, e) | static_cast<int>(((h >> e) & 1u) << 4);
 }
 
+}  // namespace
+
+float vec_dot_q4_0_q8_0(int64_t n, const void* w, const void* a) {
+  return scaled_dot<block_q4_0>(n, w, a, [](const block_q4_0& b, int e) { return nibble(b.qs, e) - 8; });
+}
+
+float vec_dot_q4_1_q8_1(int64_t n, const void* w, const void* a) {
+  return min_dot<block_q4_1>(n, w, a, [](const block_q4_1& b, int e) { return nibble(b.qs, e); });
+}
+
 float vec_dot_q5_0_q8_0(int64_t n, const void* w, const void* a) {
-  const block_q5_0* x = static_cast<const block_q5_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  return lanes_dot(
-      n / QK8_0,
-      [&](int64_t i, int j) {
-        int s = 0;
-        for (int e = 4 * j; e < 4 * j + 4; ++e) s += (q5(x[i].qs, x[i].qh, e) - 16) * y[i].qs[e];
-        return s;
-      },
-      [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
+  return scaled_dot<block_q5_0>(n, w, a,
+                                [](const block_q5_0& b, int e) { return q5(b.qs, b.qh, e) - 16; });
 }
 
 float vec_dot_q5_1_q8_1(int64_t n, const void* w, const void* a) {
-  const block_q5_1* x = static_cast<const block_q5_1*>(w);
-  const block_q8_1* y = static_cast<const block_q8_1*>(a);
-  float summs = 0.0f;
-  for (int64_t i = 0; i < n / QK8_1; ++i) {
-    summs = std::fma(fp16_to_fp32(x[i].m), fp16_to_fp32(y[i].s), summs);
-  }
-  const float main = lanes_dot(
-      n / QK8_1,
-      [&](int64_t i, int j) {
-        int s = 0;
-        for (int e = 4 * j; e < 4 * j + 4; ++e) s += q5(x[i].qs, x[i].qh, e) * y[i].qs[e];
-        return s;
-      },
-      [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
-  return main + summs;
+  return min_dot<block_q5_1>(n, w, a, [](const block_q5_1& b, int e) { return q5(b.qs, b.qh, e); });
 }
 
 float vec_dot_q8_0_q8_0(int64_t n, const void* w, const void* a) {
-  const block_q8_0* x = static_cast<const block_q8_0*>(w);
-  const block_q8_0* y = static_cast<const block_q8_0*>(a);
-  return lanes_dot(
-      n / QK8_0,
-      [&](int64_t i, int j) {
-        int s = 0;
-        for (int e = 4 * j; e < 4 * j + 4; ++e) s += x[i].qs[e] * y[i].qs[e];
-        return s;
-      },
-      [&](int64_t i) { return fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d); });
+  return scaled_dot<block_q8_0>(n, w, a, [](const block_q8_0& b, int e) { return int{b.qs[e]}; });
 }
 
 }  // namespace hc::quant::ref::x86

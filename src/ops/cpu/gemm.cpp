@@ -79,47 +79,31 @@ void pack_row(GgmlType t, const uint8_t* row, int64_t k, const PanelWriter& pw, 
       return;
     }
     case GgmlType::Q4_0:
-    case GgmlType::Q4_1: {
-      const bool q41 = t == GgmlType::Q4_1;
-      const int64_t bs = q41 ? sizeof(block_q4_1) : sizeof(block_q4_0);
-      for (int64_t s = 0; s < k / 32; ++s) {
-        const uint8_t* blk = row + s * bs;
-        fp16_t d, m = 0;
-        std::memcpy(&d, blk, 2);
-        if (q41) std::memcpy(&m, blk + 2, 2);
-        const uint8_t* qs = blk + (q41 ? 4 : 2);
-        for (int i = 0; i < 4; ++i) {
-          const uint32_t v = load32(qs + 4 * i);
-          pw.q4(s, i, lane, v & kLo);
-          pw.q4(s, i + 4, lane, (v >> 4) & kLo);
-        }
-        if (q41) pw.dm(s, lane, f16(d), f16(m));
-        else pw.d_only(s, lane, f16(d));
-      }
-      return;
-    }
+    case GgmlType::Q4_1:
     case GgmlType::Q5_0:
-    case GgmlType::Q5_1: {  // the nibbles with each element's fifth bit or-ed into bit 4
-      const bool q51 = t == GgmlType::Q5_1;
-      const int64_t bs = q51 ? sizeof(block_q5_1) : sizeof(block_q5_0);
+    case GgmlType::Q5_1: {  // Q5: each element's fifth bit (qh) or-ed into bit 4 of its nibble
+      const bool has_min = t == GgmlType::Q4_1 || t == GgmlType::Q5_1;
+      const bool q5 = t == GgmlType::Q5_0 || t == GgmlType::Q5_1;
+      const int64_t bs = dtype_traits(t).type_size;
       for (int64_t s = 0; s < k / 32; ++s) {
         const uint8_t* blk = row + s * bs;
         fp16_t d, m = 0;
         std::memcpy(&d, blk, 2);
-        if (q51) std::memcpy(&m, blk + 2, 2);
-        const uint32_t qh = load32(blk + (q51 ? 4 : 2));
-        const uint8_t* qs = blk + (q51 ? 8 : 6);
+        if (has_min) std::memcpy(&m, blk + 2, 2);
+        const uint8_t* qh = blk + (has_min ? 4 : 2);
+        const uint32_t h = q5 ? load32(qh) : 0;
+        const uint8_t* qs = qh + (q5 ? 4 : 0);
         for (int i = 0; i < 4; ++i) {
           const uint32_t v = load32(qs + 4 * i);
           uint32_t lo = v & kLo, hi = (v >> 4) & kLo;
-          for (int j = 0; j < 4; ++j) {
-            lo |= ((qh >> (4 * i + j)) & 1u) << (8 * j + 4);
-            hi |= ((qh >> (16 + 4 * i + j)) & 1u) << (8 * j + 4);
+          for (int j = 0; j < 4 && q5; ++j) {
+            lo |= ((h >> (4 * i + j)) & 1u) << (8 * j + 4);
+            hi |= ((h >> (16 + 4 * i + j)) & 1u) << (8 * j + 4);
           }
           pw.q4(s, i, lane, lo);
           pw.q4(s, i + 4, lane, hi);
         }
-        if (q51) pw.dm(s, lane, f16(d), f16(m));
+        if (has_min) pw.dm(s, lane, f16(d), f16(m));
         else pw.d_only(s, lane, f16(d));
       }
       return;
