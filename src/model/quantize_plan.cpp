@@ -28,6 +28,8 @@ constexpr TargetEntry kTargets[] = {
     {"Q8_0", LlamaFtype::MOSTLY_Q8_0, GgmlType::Q8_0, false},
     {"Q4_0", LlamaFtype::MOSTLY_Q4_0, GgmlType::Q4_0, false},
     {"Q4_1", LlamaFtype::MOSTLY_Q4_1, GgmlType::Q4_1, false},
+    {"Q5_0", LlamaFtype::MOSTLY_Q5_0, GgmlType::Q5_0, false},
+    {"Q5_1", LlamaFtype::MOSTLY_Q5_1, GgmlType::Q5_1, false},
     {"Q4_K", LlamaFtype::MOSTLY_Q4_K_S, GgmlType::Q4_K, true},
     {"Q4_K_S", LlamaFtype::MOSTLY_Q4_K_S, GgmlType::Q4_K, false},
     {"Q4_K_M", LlamaFtype::MOSTLY_Q4_K_M, GgmlType::Q4_K, false},
@@ -182,8 +184,8 @@ GgmlType fallback_type(GgmlType t, int64_t nx, std::string* note) {
   if (nx % block_size(t) == 0) return t;
   GgmlType fb = GgmlType::F16;
   switch (t) {
-    case GgmlType::Q4_K: fb = GgmlType::Q4_1; break;  // llama.cpp: Q5_0 (not computed here)
-    case GgmlType::Q5_K: fb = GgmlType::Q8_0; break;  // llama.cpp: Q5_1 (not computed here)
+    case GgmlType::Q4_K: fb = GgmlType::Q5_0; break;  // llama.cpp's fallbacks
+    case GgmlType::Q5_K: fb = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: fb = GgmlType::Q8_0; break;
     default: break;
   }

@@ -26,6 +26,7 @@ namespace hc {
 // llama.cpp's llama_ftype values, stored as general.file_type.
 enum class LlamaFtype : uint32_t {
   ALL_F32 = 0, MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, MOSTLY_Q4_1 = 3, MOSTLY_Q8_0 = 7,
+  MOSTLY_Q5_0 = 8, MOSTLY_Q5_1 = 9,
   MOSTLY_Q4_K_S = 14, MOSTLY_Q4_K_M = 15, MOSTLY_Q5_K_S = 16, MOSTLY_Q5_K_M = 17,
   MOSTLY_Q6_K = 18, MOSTLY_BF16 = 32,
 };

@@ -130,19 +130,19 @@ TEST(QuantizePlan, LegacyAndFloatTargets) {
 }
 
 TEST(QuantizePlan, IncompatibleRowLengthsFallBack) {
-  // n_embd 64: not a multiple of 256 -> Q4_K falls back to Q4_1, Q6_K to Q8_0;
+  // n_embd 64: not a multiple of 256 -> Q4_K falls back to Q5_0, Q6_K to Q8_0 (llama.cpp's);
   // n_ff 172: not a multiple of 32 either -> F16.
   auto target = parse_quantize_target("Q4_K_M");
   auto plan = plan_quantization(fake_llama(5, 64, 172), *target);
   ASSERT_TRUE(plan.ok()) << plan.message();
   std::map<std::string, TensorQuantPlan> by;
   for (const auto& p : *plan) by[p.name] = p;
-  EXPECT_EQ(by["blk.1.attn_q.weight"].to, GgmlType::Q4_1);
-  EXPECT_NE(by["blk.1.attn_q.weight"].note.find("fallback to Q4_1"), std::string::npos);
+  EXPECT_EQ(by["blk.1.attn_q.weight"].to, GgmlType::Q5_0);
+  EXPECT_NE(by["blk.1.attn_q.weight"].note.find("fallback to Q5_0"), std::string::npos);
   // use_more_bits for 5 layers picks layers 2 and 4: Q6_K, which falls back to Q8_0.
   EXPECT_EQ(by["blk.4.attn_v.weight"].to, GgmlType::Q8_0);
   EXPECT_EQ(by["blk.2.attn_v.weight"].to, GgmlType::Q8_0);
-  EXPECT_EQ(by["blk.1.attn_v.weight"].to, GgmlType::Q4_1);
+  EXPECT_EQ(by["blk.1.attn_v.weight"].to, GgmlType::Q5_0);
   EXPECT_EQ(by["output.weight"].to, GgmlType::Q8_0);
   EXPECT_EQ(by["blk.2.ffn_down.weight"].to, GgmlType::F16);
   EXPECT_NE(by["blk.2.ffn_down.weight"].note.find("row length 172"), std::string::npos);
