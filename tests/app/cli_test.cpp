@@ -220,7 +220,7 @@ TEST(Cli, ConvertStories260KThenInspectAndQuantize) {
   const std::string q = dir.file("q4km.gguf");
   r = run_hotcold({"quantize", "-m", out, "-o", q, "--type", "q4_k_m", "-t", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(has(r.err, "fallback to Q4_1")) << r.err;
+  EXPECT_TRUE(has(r.err, "fallback to Q5_0")) << r.err;
   EXPECT_TRUE(has(r.err, "fallback to F16")) << r.err;  // ffn_down rows of 172
   r = run_hotcold({"inspect", q});
   ASSERT_EQ(r.exit_code, 0) << r.err;
