@@ -178,7 +178,7 @@ inline float lane_f16(const uint8_t* h16, int r) {
 void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter& pw, int r) {
   switch (t) {
     case GgmlType::Q8_0: {  // layout and panel both store q ^ 0x80
-      const repack_detail::Pairs32 pr = repack_detail::q8_0_pairs(k / 32);
+      const repack_detail::Pairs32 pr = repack_detail::pairs32(t, k / 32);
       for (int64_t b = 0; b < pr.nb; ++b) {
         for (int i = 0; i < 8; ++i) pw.q4(b, i, r, lane32(g + pr.quants(b) + 64 * i, r));
         pw.d_only(b, r, lane_f16(g + pr.scales(b), r));
@@ -188,8 +188,7 @@ void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter&
     case GgmlType::Q4_0:
     case GgmlType::Q4_1: {
       const bool q41 = t == GgmlType::Q4_1;
-      const repack_detail::Pairs32 pr =
-          q41 ? repack_detail::q4_1_pairs(k / 32) : repack_detail::q4_0_pairs(k / 32);
+      const repack_detail::Pairs32 pr = repack_detail::pairs32(t, k / 32);
       for (int64_t b = 0; b < pr.nb; ++b) {
         for (int c = 0; c < 4; ++c) {
           const uint32_t v = lane32(g + pr.quants(b) + 64 * c, r);
@@ -255,8 +254,8 @@ void pack_group_lane(GgmlType t, const uint8_t* g, int64_t k, const PanelWriter&
 
 void pack_group_scalar(GgmlType t, const uint8_t* group, int64_t k, int nrows, uint8_t* panel) {
   const IntFormat f = int_format(t);
-  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(k / f.sb * f.sub_stride()));
-  const PanelWriter pw{panel, f.sub_stride(), f.sb};
+  if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(k / f.sb() * f.sub_stride()));
+  const PanelWriter pw{panel, f.sub_stride(), f.sb()};
   for (int r = 0; r < nrows; ++r) pack_group_lane(t, group, k, pw, r);
 }
 
@@ -294,10 +293,11 @@ void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64
                       const ActSlot& o) {
   using namespace quant;
   auto put_corr = [&](int64_t s, float d, int32_t sum) {
+    if (f.kind == IntKind::kK6) return;  // no correction: folded into the panel (wc)
     if (f.kind == IntKind::kKMin) {
       const float v = static_cast<float>(sum);  // exact: |sum| <= 32 * 128
       o.corr(s, &v);
-    } else if (f.has_min) {
+    } else if (f.has_min()) {
       const float v = d * static_cast<float>(sum);
       o.corr(s, &v);
     } else {
@@ -331,14 +331,14 @@ void pack_int_act_row(GgmlType vt, const IntFormat& f, const uint8_t* src, int64
   }
   HC_CHECK(vt == GgmlType::Q8_K);
   const auto* blocks = reinterpret_cast<const block_q8_K*>(src);
-  const int per = QK_K / f.sb;
+  const int per = int_subs_per_scale(f.kind);
   for (int64_t b = 0; b < k / QK_K; ++b) {
     const block_q8_K& y = blocks[b];
     for (int j = 0; j < per; ++j) {
       const int64_t s = per * b + j;
-      o.q(s, y.qs + f.sb * j);
+      o.q(s, y.qs + f.sb() * j);
       o.dx(s, y.d);
-      const int32_t sum = f.sb == 32 ? y.bsums[2 * j] + y.bsums[2 * j + 1] : y.bsums[j];
+      const int32_t sum = f.sb() == 32 ? y.bsums[2 * j] + y.bsums[2 * j + 1] : y.bsums[j];
       put_corr(s, y.d, sum);
     }
   }
@@ -358,15 +358,12 @@ void pack_float_panel(const TensorView& w, int64_t r0, int nrows, int64_t k0, in
 
 // ---- Scalar twins of the micro-kernels (same operations, same order as gemm_avx512.cpp).
 
-constexpr int kSuper = 256;  // QK_K
-
 template <IntKind K>
 void int_kernel_scalar(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float* y,
                        int64_t ldy, int nrows) {
-  constexpr int SB = K == IntKind::kK6 ? 16 : 32;
-  constexpr bool kSup = K == IntKind::kKMin || K == IntKind::kK6;
-  constexpr int per = kSup ? kSuper / SB : 1;  // sub-blocks per activation scale
-  const int64_t stride = SB * kLanes + 64 * (K == IntKind::kOffset ? 1 : 2);
+  constexpr int SB = int_sb(K);
+  constexpr int per = int_subs_per_scale(K);
+  constexpr int64_t stride = int_sub_stride(K);
   constexpr int64_t astride = act_sub_stride(SB);
   const uint8_t* tile = a.tiles + t0 / kIntTokTile * a.tile_bytes;
   for (int c = 0; c < nt; ++c) {
@@ -458,9 +455,9 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
              const Kernels& kern) {
   const IntFormat f = int_format(w.type);
   const GgmlType vt = quant::vec_dot_type(w.type);
-  const int64_t k = w.ne0, ns = k / f.sb, ne1 = w.ne1;
+  const int64_t k = w.ne0, ns = k / f.sb(), ne1 = w.ne1;
   const int64_t xrb = row_bytes(vt, k);
-  const int64_t tile_bytes = ns * act_sub_stride(f.sb);
+  const int64_t tile_bytes = ns * act_sub_stride(f.sb());
   const int64_t n_tiles = (n_tok + kIntTokTile - 1) / kIntTokTile;
   ActBuffers& ab = tl_act;
   if (static_cast<int64_t>(ab.tiles.size()) < n_tiles * tile_bytes)
@@ -470,7 +467,7 @@ void run_int(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Th
     int64_t b, e;
     ThreadPool::split(n_tok, ith, nth, &b, &e);
     for (int64_t t = b; t < e; ++t) {
-      const ActSlot slot{tiles + t / kIntTokTile * tile_bytes, act_sub_stride(f.sb), f.sb,
+      const ActSlot slot{tiles + t / kIntTokTile * tile_bytes, act_sub_stride(f.sb()), f.sb(),
                          static_cast<int>(t % kIntTokTile), f.kind == IntKind::kK6};
       pack_int_act_row(vt, f, xq + t * xrb, k, slot);
     }
@@ -598,21 +595,21 @@ const Kernels& scalar_kernels() {
 
 IntFormat int_format(GgmlType t) {
   switch (t) {
-    case GgmlType::Q8_0: return {32, false, 128, IntKind::kOffset};
-    case GgmlType::Q4_0: return {32, false, 8, IntKind::kOffset};
-    case GgmlType::Q4_1: return {32, true, 0, IntKind::kMin};
-    case GgmlType::Q5_0: return {32, false, 16, IntKind::kOffset};
-    case GgmlType::Q5_1: return {32, true, 0, IntKind::kMin};
-    case GgmlType::Q4_K: return {32, true, 0, IntKind::kKMin};
-    case GgmlType::Q5_K: return {32, true, 0, IntKind::kKMin};
-    case GgmlType::Q6_K: return {16, false, 32, IntKind::kK6};
+    case GgmlType::Q8_0: return {IntKind::kOffset, 128};
+    case GgmlType::Q4_0: return {IntKind::kOffset, 8};
+    case GgmlType::Q4_1: return {IntKind::kMin};
+    case GgmlType::Q5_0: return {IntKind::kOffset, 16};
+    case GgmlType::Q5_1: return {IntKind::kMin};
+    case GgmlType::Q4_K: return {IntKind::kKMin};
+    case GgmlType::Q5_K: return {IntKind::kKMin};
+    case GgmlType::Q6_K: return {IntKind::kK6};  // its -32 is in the panel's signed quants
     default: HC_CHECK(false && "not an integer GEMM type"); return {};
   }
 }
 
 int64_t int_panel_bytes(GgmlType t, int64_t k) {
   const IntFormat f = int_format(t);
-  return k / f.sb * f.sub_stride();
+  return k / f.sb() * f.sub_stride();
 }
 
 void pack_int_panel(const TensorView& w, int64_t r0, int nrows, uint8_t* panel,
@@ -631,9 +628,9 @@ void pack_int_panel(const TensorView& w, int64_t r0, int nrows, uint8_t* panel,
 
 void pack_int_panel_rows(const TensorView& w, int64_t r0, int nrows, uint8_t* panel) {
   const IntFormat f = int_format(w.type);
-  const int64_t ns = w.ne0 / f.sb;
+  const int64_t ns = w.ne0 / f.sb();
   if (nrows < kLanes) std::memset(panel, 0, static_cast<size_t>(ns * f.sub_stride()));
-  const PanelWriter pw{panel, f.sub_stride(), f.sb};
+  const PanelWriter pw{panel, f.sub_stride(), f.sb()};
   if (!w.packed) {
     for (int r = 0; r < nrows; ++r) pack_row(w.type, w.row(r0 + r), w.ne0, pw, r);
     return;

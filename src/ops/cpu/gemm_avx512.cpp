@@ -31,10 +31,14 @@ inline __mmask16 row_mask(int nrows) {
   return nrows >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << nrows) - 1);
 }
 
-template <int SB, bool kMin, int C>
+// The 32-element formats (kOffset: Q8_0, Q4_0, Q5_0; kMin: Q4_1, Q5_1): one activation scale
+// per sub-block.
+template <IntKind K, int C>
 void int_tile(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64_t ldy,
               int nrows) {
-  constexpr int64_t stride = SB * kLanes + 64 * (kMin ? 2 : 1);
+  constexpr int SB = int_sb(K);
+  constexpr bool kMin = int_has_min(K);
+  constexpr int64_t stride = int_sub_stride(K);
   constexpr int64_t astride = act_sub_stride(SB);
   const int64_t ns = a.ns;
   const uint8_t* xs = a.tiles + t0 / kIntTokTile * a.tile_bytes;
@@ -87,9 +91,9 @@ template <IntKind K, int C>
 void int_tile_k(const uint8_t* panel, const IntAct& a, int64_t t0, float* y, int64_t ldy,
                 int nrows) {
   constexpr bool kK6 = K == IntKind::kK6;
-  constexpr int SB = kK6 ? 16 : 32;
-  constexpr int per = 256 / SB;
-  constexpr int64_t stride = SB * kLanes + 128;
+  constexpr int SB = int_sb(K);
+  constexpr int per = int_subs_per_scale(K);
+  constexpr int64_t stride = int_sub_stride(K);
   constexpr int64_t astride = act_sub_stride(SB);
   const uint8_t* xs = a.tiles + t0 / kIntTokTile * a.tile_bytes;
   const uint8_t* p = panel;
@@ -148,8 +152,7 @@ void int_kernel(const uint8_t* panel, const IntAct& a, int64_t t0, int nt, float
   static_assert(kIntTokTile == 12);
 #define HC_IT(n)                                                                        \
   case n:                                                                               \
-    if constexpr (K == IntKind::kOffset) return int_tile<32, false, n>(panel, a, t0, y, ldy, nrows); \
-    else if constexpr (K == IntKind::kMin) return int_tile<32, true, n>(panel, a, t0, y, ldy, nrows); \
+    if constexpr (int_subs_per_scale(K) == 1) return int_tile<K, n>(panel, a, t0, y, ldy, nrows); \
     else return int_tile_k<K, n>(panel, a, t0, y, ldy, nrows)
   switch (nt) {
     HC_IT(12); HC_IT(11); HC_IT(10); HC_IT(9); HC_IT(8); HC_IT(7);
@@ -235,7 +238,7 @@ struct PanelOut {
 };
 
 void pack_q8_0(const uint8_t* g, int64_t nb, const PanelOut& o) {
-  const repack_detail::Pairs32 pr = repack_detail::q8_0_pairs(nb);
+  const repack_detail::Pairs32 pr = repack_detail::pairs32(GgmlType::Q8_0, nb);
   for (int64_t b = 0; b < nb; ++b) {
     #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) o.q(b, i, line(g + pr.quants(b) + 64 * i));
@@ -245,7 +248,8 @@ void pack_q8_0(const uint8_t* g, int64_t nb, const PanelOut& o) {
 
 template <bool kQ41>
 void pack_q4(const uint8_t* g, int64_t nb, const PanelOut& o) {
-  const repack_detail::Pairs32 pr = kQ41 ? repack_detail::q4_1_pairs(nb) : repack_detail::q4_0_pairs(nb);
+  const repack_detail::Pairs32 pr =
+      repack_detail::pairs32(kQ41 ? GgmlType::Q4_1 : GgmlType::Q4_0, nb);
   for (int64_t b = 0; b < nb; ++b) {
     #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
@@ -354,7 +358,7 @@ void pack_q6_K(const uint8_t* g, int64_t nb, const PanelOut& o) {
 
 void pack_group(GgmlType t, const uint8_t* group, int64_t k, int nrows, uint8_t* panel) {
   const IntFormat f = int_format(t);
-  const PanelOut o{panel, f.sub_stride(), f.sb, row_mask(nrows)};
+  const PanelOut o{panel, f.sub_stride(), f.sb(), row_mask(nrows)};
   switch (t) {
     case GgmlType::Q8_0: return pack_q8_0(group, k / 32, o);
     case GgmlType::Q4_0: return pack_q4<false>(group, k / 32, o);

@@ -62,13 +62,24 @@ constexpr int kFloatKc = 512;      // columns per float panel chunk
 enum class IntKind { kOffset, kMin, kKMin, kK6 };
 constexpr int kIntKinds = 4;
 
+// Everything else about a kind follows from it: its sub-block length, whether its panel holds
+// a second slot (mins, or Q6_K's wc), its panel bytes per sub-block, and how many sub-blocks
+// share one activation scale (the K-quants' Q8_K: one scale per 256 elements).
+constexpr int int_sb(IntKind k) { return k == IntKind::kK6 ? 16 : 32; }
+constexpr bool int_has_min(IntKind k) { return k == IntKind::kMin || k == IntKind::kKMin; }
+constexpr int64_t int_sub_stride(IntKind k) {
+  return int_sb(k) * kLanes + 64 * (k == IntKind::kOffset ? 1 : 2);
+}
+constexpr int int_subs_per_scale(IntKind k) {
+  return k == IntKind::kKMin || k == IntKind::kK6 ? 256 / int_sb(k) : 1;
+}
+
 struct IntFormat {
-  int sb = 32;        // sub-block length
-  bool has_min = false;
-  int offset = 0;     // offset formats: the value subtracted from each unsigned quant
   IntKind kind = IntKind::kOffset;
-  bool two_slots() const { return has_min || kind == IntKind::kK6; }
-  int64_t sub_stride() const { return sb * kLanes + 64 * (two_slots() ? 2 : 1); }
+  int offset = 0;  // kOffset: the value subtracted from each unsigned quant
+  int sb() const { return int_sb(kind); }
+  bool has_min() const { return int_has_min(kind); }
+  int64_t sub_stride() const { return int_sub_stride(kind); }
 };
 
 // Bytes of one sub-block of an activation tile.

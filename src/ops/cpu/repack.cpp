@@ -56,12 +56,11 @@ struct BlockAt {
   int64_t q, s;
 };
 BlockAt block_at(GgmlType t, int64_t nb, int64_t b) {
-  int64_t qb, sb;
-  block_layout(t, &qb, &sb);
   if (t == GgmlType::Q4_K) return {b * kQ4KBlock, b * kQ4KBlock + kQ4KChunk};
   if (t == GgmlType::Q5_K) return {b * kQ5KBlock, b * kQ5KBlock + kQ5KChunk};
   if (t == GgmlType::Q6_K) return {q6K_quants(b), q6K_scales(b)};
-  const Pairs32 pr{qb, sb, nb};  // Q4_0 / Q4_1 / Q8_0: pairs of blocks, then their scales
+  HC_CHECK(t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0);
+  const Pairs32 pr = pairs32(t, nb);  // pairs of blocks, then their scales
   return {pr.quants(b), pr.scales(b)};
 }
 
@@ -169,7 +168,7 @@ inline int32_t dot4_nib(const uint8_t* w, int shift, uint8_t mask, const int8_t*
 
 template <int kChunks, bool kOffset, bool kMin>
 void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const Pairs32 pr{kChunks * 64, kMin ? 64 : 32, nb};
+  const Pairs32 pr = Pairs32::of(kChunks, kMin, nb);
   for (int r = 0; r < kRepackRows; ++r) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     float summ = 0;
@@ -199,7 +198,7 @@ void k32_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 }
 
 void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const Pairs32 pr = q4_0_pairs(nb);
+  const Pairs32 pr = pairs32(GgmlType::Q4_0, nb);
   for (int r = 0; r < kRepackRows; ++r) {
     float acc = 0;
     for (int64_t b = 0; b < nb; ++b) {

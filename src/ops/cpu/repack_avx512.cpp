@@ -29,10 +29,11 @@ inline void prefetch_lines(const uint8_t* p, int64_t bytes) {
 // all scales after all quants (a second stream), prefetched 8 KiB ahead into L2, read Q4_0 at
 // 24.8-26.3 with 1 thread and 35.4-39.4 with 2; this one 31.4-34.2 and 40.4-47.4 (Q4_1 1 thread
 // 22.9-23.8 -> 28.1-30.1, Q8_0 26.6-29.9 -> 28.0-32.5). 8 KiB into L1 was as good, 8 KiB into
-// L2 and 2 KiB into L1 in between.
-inline void prefetch_block(const uint8_t* q, int lines, const uint8_t* sc) {
+// L2 and 2 KiB into L1 in between. Q4_0 / Q8_0 blocks share their pair's scale line, so only
+// the pair's first block (scales: true) prefetches it.
+inline void prefetch_block(const uint8_t* q, int lines, const uint8_t* sc, bool scales) {
   for (int c = 0; c < lines; ++c) _mm_prefetch(reinterpret_cast<const char*>(q + 4096 + 64 * c), _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(sc + 4096), _MM_HINT_T0);
+  if (scales) _mm_prefetch(reinterpret_cast<const char*>(sc + 4096), _MM_HINT_T0);
 }
 
 inline __m512i bcst4(const int8_t* p) {
@@ -49,7 +50,7 @@ inline __m512 f16x16(const void* p) {
 // kOffset: Q4_0 / Q8_0 start each group's integer sum at a.corr (-offset * group sum).
 template <int kChunks, bool kOffset, bool kMin>
 void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const Pairs32 pr{kChunks * 64, kMin ? 64 : 32, nb};
+  const Pairs32 pr = Pairs32::of(kChunks, kMin, nb);
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   __m512 acc[8];
 #pragma GCC unroll 8
@@ -59,7 +60,7 @@ void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
     const uint8_t* q = g + pr.quants(b);
     const uint8_t* sc = g + pr.scales(b);
     const int8_t* aq = a.q + b * a.block_bytes;
-    prefetch_block(q, kChunks, sc);
+    prefetch_block(q, kChunks, sc, kMin || (b & 1) == 0);  // Q4_1: a scale line per block
     const __m512 dd = _mm512_mul_ps(f16x16(sc), _mm512_set1_ps(a.d[b]));
     if constexpr (kMin) summ = _mm512_fmadd_ps(f16x16(sc + 32), _mm512_set1_ps(a.s[b]), summ);
     __m512i p[8];
@@ -95,14 +96,14 @@ void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 // The high nibbles stay in place (v & 0xF0 = 16 * q), so the sum is kept as 16x and the scale
 // divided by 16 (exact).
 void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const Pairs32 pr = q4_0_pairs(nb);
+  const Pairs32 pr = pairs32(GgmlType::Q4_0, nb);
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* q = g + pr.quants(b);
     const uint8_t* sc = g + pr.scales(b);
     const int8_t* aq = a.q + b * a.block_bytes;
-    prefetch_block(q, 4, sc);
+    prefetch_block(q, 4, sc, (b & 1) == 0);
     __m512i plo = _mm512_set1_epi32(a.corr_sum[b]), phi = _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace hc::ops::repack_detail {
 
 // One token's activations, prepared once per matmul call and token.
@@ -43,15 +45,20 @@ constexpr int64_t kQ4Chunk = 4 * 64, kQ8Chunk = 8 * 64, kQ4KChunk = 32 * 64;
 // qb / sb: quant / scale bytes per block, nb: blocks per row.
 struct Pairs32 {
   int64_t qb, sb, nb;
+  // chunks: 64-byte quant lines per block (4 nibbles, 8 bytes); with_min: Q4_1's m[16] too.
+  static Pairs32 of(int chunks, bool with_min, int64_t nb) {
+    return {int64_t{chunks} * 64, with_min ? 64 : 32, nb};
+  }
   int64_t quants(int64_t b) const { return (b >> 1) * 2 * (qb + sb) + (b & 1) * qb; }
   int64_t scales(int64_t b) const {
     const int64_t base = (b >> 1) * 2 * (qb + sb);
     return (b | 1) >= nb ? base + qb : base + 2 * qb + (b & 1) * sb;
   }
 };
-inline Pairs32 q4_0_pairs(int64_t nb) { return {kQ4Chunk, 32, nb}; }
-inline Pairs32 q4_1_pairs(int64_t nb) { return {kQ4Chunk, 64, nb}; }
-inline Pairs32 q8_0_pairs(int64_t nb) { return {kQ8Chunk, 32, nb}; }
+// Q4_0, Q4_1 or Q8_0 (HC_CHECK'd by the callers' type switches).
+inline Pairs32 pairs32(GgmlType t, int64_t nb) {
+  return Pairs32::of(t == GgmlType::Q8_0 ? 8 : 4, t == GgmlType::Q4_1, nb);
+}
 // Q4_K / Q5_K expanded scales per super-block: sc[8][16], mn[4][16][2], d[16], dmin[16].
 constexpr int64_t kQ4KScaleBytes = 8 * 16 + 8 * 16 + 32 + 32;
 // The K-quants keep each super-block's scales next to its quants (one stream per group: a
