@@ -73,6 +73,20 @@ GenerationParams long_params() {
   return p;
 }
 
+// n requests that generate until cancelled, submitted and decoding (two decode steps done).
+std::vector<std::shared_ptr<GenRequest>> start_generating(Scheduler& sched, int n) {
+  std::vector<std::shared_ptr<GenRequest>> gens;
+  for (int i = 0; i < n; ++i) {
+    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), long_params()));
+    if (sched.submit(gens.back()) != SubmitResult::kAccepted) {
+      ADD_FAILURE() << "generator " << i << " was not accepted";
+      return gens;
+    }
+  }
+  while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
+  return gens;
+}
+
 class SchedulerTypes : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(SchedulerTypes, ConcurrentRequestsGiveTheSessionOutputs) {
@@ -121,12 +135,7 @@ TEST_P(SchedulerTypes, LongPromptRidesInDecodePasses) {
   sp.n_ctx_slot = 4096;
   sp.n_batch = 512;
   Scheduler sched(f.model, nullptr, sp);
-  std::vector<std::shared_ptr<GenRequest>> gens;
-  for (int i = 0; i < 2; ++i) {
-    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), long_params()));
-    ASSERT_EQ(sched.submit(gens.back()), SubmitResult::kAccepted);
-  }
-  while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
+  const std::vector<std::shared_ptr<GenRequest>> gens = start_generating(sched, 2);
   GenerationParams p;
   p.max_tokens = 12;
   p.ignore_eos = true;
@@ -464,12 +473,7 @@ TEST(Scheduler, BadPromptBesideDecodingSlotsFailsAlone) {
   sp.n_parallel = 3;
   sp.n_ctx_slot = 4096;
   Scheduler sched(f.model, nullptr, sp);
-  std::vector<std::shared_ptr<GenRequest>> gens;
-  for (int i = 0; i < 2; ++i) {
-    gens.push_back(std::make_shared<GenRequest>(prompt_of(4 + i, i), long_params()));
-    ASSERT_EQ(sched.submit(gens.back()), SubmitResult::kAccepted);
-  }
-  while (sched.stats().decode_steps < 2) std::this_thread::sleep_for(1ms);
+  const std::vector<std::shared_ptr<GenRequest>> gens = start_generating(sched, 2);
   std::vector<int32_t> bad = prompt_of(6, 3);
   bad[3] = static_cast<int32_t>(f.model->hparams().n_vocab) + 5;
   auto r = std::make_shared<GenRequest>(bad, long_params());
