@@ -13,6 +13,7 @@
 //   membw/KERNEL/...            the STREAM-like probe's kernels (src/ops/cpu/membw.h)
 // Weights are random floats quantised with hc::quant::quantize_row.
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -441,10 +442,48 @@ void register_membw() {
   }
 }
 
+// vpdpbusd throughput with C independent accumulator chains (one 64-byte weight register, the
+// activation broadcast from memory, as the GEMM's integer micro-kernel issues them): the
+// ceiling the integer GEMM is measured against, and how many chains it takes to reach it.
+// Counter: vpdpbusd instructions per second (64 multiply-adds each).
+template <int C>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void bm_vnni_chains(benchmark::State& state) {
+  if (std::strcmp(quant::isa_name(), "avx512") != 0) {
+    state.SkipWithError("no AVX-512 VNNI on this CPU (or HOTCOLD_ISA caps it)");
+    return;
+  }
+  alignas(64) int32_t x[16 * C];
+  for (int i = 0; i < 16 * C; ++i) x[i] = 0x01010101 * (i % 7);
+  const __m512i w = _mm512_set1_epi8(3);
+  __m512i acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_si512();
+  constexpr int kSteps = 1024;
+  for (auto _ : state) {
+    for (int s = 0; s < kSteps; s += 4) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+#pragma GCC unroll 16
+        for (int c = 0; c < C; ++c)
+          acc[c] = _mm512_dpbusd_epi32(acc[c], w, _mm512_set1_epi32(x[j * C + c]));
+      }
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["vpdpbusd/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * kSteps * C, benchmark::Counter::kIsRate);
+}
+
+void register_vnni() {
+  benchmark::RegisterBenchmark("vnni_chains/8", bm_vnni_chains<8>);
+  benchmark::RegisterBenchmark("vnni_chains/12", bm_vnni_chains<12>);
+  benchmark::RegisterBenchmark("vnni_chains/16", bm_vnni_chains<16>);
+}
+
 }  // namespace
 }  // namespace hc
 
 int main(int argc, char** argv) {
+  hc::register_vnni();
   hc::register_vec_dot();
   hc::register_matmul();
   hc::register_ops();
