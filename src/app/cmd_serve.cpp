@@ -150,6 +150,8 @@ Status serve(ServeFlags& f) {
 int cmd_serve(const Args& args) {
   ServeFlags f;
   ArgParser p(kCmd, "OpenAI-compatible HTTP server (completions, chat, streaming, web chat at /)");
+  // Throughput first: decode slots share each unpacked weight block (docs/SERVER.md).
+  f.model.decode_kernels = "fast";
   add_model_flags(p, &f.model);
   add_sparse_flags(p, &f.sparse);
   add_device_flags(p, &f.device);

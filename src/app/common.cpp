@@ -26,6 +26,11 @@ void add_model_flags(ArgParser& p, ModelFlags* f) {
   p.add_flag("-nr,--no-repack", &f->no_repack,
              "keep quantised weights in the file's layout, mmapped and never copied (decode is "
              "slower; by default Q4_0/Q4_1/Q8_0/Q4_K matrices are repacked at load)");
+  p.add_string("--decode-kernels", &f->decode_kernels,
+               "exact | fast: Q4_1 / Q8_0 matrix-vector products in ggml's order (llama.cpp's "
+               "results at batch 1) or in one integer sum per block (faster; tokens of a batch "
+               "share each unpacked block; every token's result still independent of the "
+               "batch). Default: exact, serve: fast");
   p.add_flag("-v,--verbose", &f->verbose, "print debug logs");
 }
 
@@ -130,6 +135,10 @@ Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f)
   const double t0 = now_seconds();
   LlamaModel::LoadOptions opt;
   opt.repack = !f.no_repack;
+  if (f.decode_kernels != "exact" && f.decode_kernels != "fast")
+    return Status::Error("--decode-kernels: expected exact or fast, found '" + f.decode_kernels +
+                         "'");
+  opt.block_sums = f.decode_kernels == "fast";
   opt.sparse_ffn = f.sparse_ffn;
   opt.sparse_gate = f.sparse_gate;
   if (!f.predictor_type.empty()) {

@@ -26,6 +26,9 @@ struct ModelFlags {
   int batch = 512;
   bool verbose = false;
   bool no_repack = false;  // keep weights in ggml's layout (zero-copy, slower decode)
+  // --decode-kernels: "exact" (ggml's order, llama.cpp's bits at batch 1) or "fast" (block
+  // sums, LoadOptions::block_sums). Commands set their default before parsing (serve: fast).
+  std::string decode_kernels = "exact";
   // Set by commands that run a sparse FFN: ffn_up / ffn_down stay in the file's row layout
   // (the sparse operators read single rows), as LlamaModel::LoadOptions::sparse_ffn.
   bool sparse_ffn = false;

@@ -292,7 +292,7 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
   model->keep_ffn_rows_ = opt.sparse_ffn;
   model->keep_gate_rows_ = opt.sparse_gate;
   if (opt.repack) {
-    model->repack_weights(/*drop_pages=*/true);
+    model->repack_weights(/*drop_pages=*/true, opt.block_sums);
     // The matrices are read from their copies now; only the small F32 vectors still were read
     // from the file, and each read faults in its neighbourhood too: 64 KiB of fault-around, or
     // a whole large folio where the page cache holds them (up to 2 MiB per vector). Copy them
@@ -342,7 +342,7 @@ Status LlamaModel::convert_predictors(GgmlType t) {
   return Status::Ok();
 }
 
-void LlamaModel::repack_weights(bool drop_pages) {
+void LlamaModel::repack_weights(bool drop_pages, bool block_sums) {
   std::vector<TensorView*> mats = {&w_.output};
   for (auto& L : w_.layers) {
     for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.fc1, &L.fc2}) mats.push_back(t);
@@ -371,10 +371,11 @@ void LlamaModel::repack_weights(bool drop_pages) {
     }
   }
   for (const std::vector<TensorView*>& g : groups)
-    if (!repack_group(g, drop_pages)) return;
+    if (!repack_group(g, drop_pages, block_sums)) return;
 }
 
-bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pages) {
+bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pages,
+                              bool block_sums) {
   const TensorView& t0 = *mats[0];
   if (t0.empty() || !ops::repack_available(t0.type) || t0.packed || t0.ne1 < ops::kRepackRows)
     return true;
@@ -399,7 +400,11 @@ bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pa
     ops::repack_groups(*t, 0, (t->ne1 + ops::kRepackRows - 1) / ops::kRepackRows, dst);
     const void* orig = t->data;
     t->packed = dst;
-    if (w_.token_embd.data == orig) w_.token_embd.packed = dst;  // tied embeddings
+    t->block_sums = block_sums;
+    if (w_.token_embd.data == orig) {  // tied embeddings
+      w_.token_embd.packed = dst;
+      w_.token_embd.block_sums = block_sums;
+    }
     if (drop_pages) {
       // Release the original's whole pages from this process (they stay in the page cache and
       // would be re-read from the file if anything touched them again).
@@ -433,7 +438,8 @@ void LlamaModel::copy_vectors(std::span<const uint8_t> file) {
   }
 }
 
-Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file, bool repack) {
+Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file, bool repack,
+                                                                bool block_sums) {
   auto model = std::shared_ptr<LlamaModel>(new LlamaModel());
   model->file_ = std::move(file);
   HC_ASSIGN_OR_RETURN(model->hp_, LlamaHParams::from_gguf(model->file_));
@@ -441,7 +447,7 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file, b
   if (!tok.ok()) return tok.status().with_context("tokenizer");
   model->tok_.emplace(std::move(tok).value());
   HC_TRY(model->bind_weights());
-  if (repack) model->repack_weights(/*drop_pages=*/false);
+  if (repack) model->repack_weights(/*drop_pages=*/false, block_sums);
   return std::shared_ptr<const LlamaModel>(std::move(model));
 }
 

@@ -163,6 +163,10 @@ class LlamaModel {
     // this CPU runs its kernels, and drop the mmapped pages of the originals, so resident
     // memory stays ~ the file size. false: every weight stays a zero-copy view of the file.
     bool repack = true;
+    // Repacked Q4_1 / Q8_0 matrices compute in block sums (TensorView::block_sums, repack.h):
+    // faster, and several tokens share each unpacked block, but not llama.cpp's bits at batch
+    // 1 (`--decode-kernels fast`; serve's default). false: ggml's order.
+    bool block_sums = false;
     // A sparse FFN will run (model/sparse_ffn.h): ffn_up and ffn_down keep the file's row
     // layout (the sparse operators read single rows; the transposed down is built from it).
     bool sparse_ffn = false;
@@ -180,7 +184,9 @@ class LlamaModel {
   }
   // Same from an already-parsed file whose bytes outlive the model (tests, converters).
   // repack: as LoadOptions::repack, but the file's bytes are left alone (not an mmap).
-  static Result<std::shared_ptr<const LlamaModel>> from_gguf(GgufFile file, bool repack = false);
+  // block_sums: as LoadOptions::block_sums.
+  static Result<std::shared_ptr<const LlamaModel>> from_gguf(GgufFile file, bool repack = false,
+                                                             bool block_sums = false);
 
   const LlamaHParams& hparams() const { return hp_; }
   const LlamaWeights& weights() const { return w_; }
@@ -205,9 +211,9 @@ class LlamaModel {
   Status bind_weights();
   Status bind_experts(int il);  // layer il's router and experts (hp_.is_moe())
   // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
-  void repack_weights(bool drop_pages);
+  void repack_weights(bool drop_pages, bool block_sums);
   // Repacks matrices of one type and shape into one mapping; false when it cannot be mapped.
-  bool repack_group(const std::vector<TensorView*>& mats, bool drop_pages);
+  bool repack_group(const std::vector<TensorView*>& mats, bool drop_pages, bool block_sums);
   // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there;
   // `file`: the mapping to release after each vector (empty: keep its pages).
   void copy_vectors(std::span<const uint8_t> file);

@@ -233,6 +233,26 @@ TEST(Cli, ConvertStories260KThenInspectAndQuantize) {
   EXPECT_EQ(run_hotcold({"convert", "-o", dir.file("x.gguf")}).exit_code, 2);
 }
 
+// --decode-kernels picks ggml's order or block sums for Q4_1 / Q8_0 (run's default: exact); any
+// other value is an error naming what was expected and found.
+TEST(Cli, DecodeKernelsFlag) {
+  ScratchDir dir;
+  const std::string f32 = dir.file("stories260K.gguf"), q8 = dir.file("q8.gguf");
+  CliResult r = run_hotcold({"convert", "--llama2c", kStoriesDir + "stories260K.bin",
+                             "--tokenizer", kStoriesDir + "tok512.bin", "-o", f32});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_hotcold({"quantize", "-m", f32, "-o", q8, "--type", "q8_0", "-t", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* k : {"exact", "fast"}) {
+    r = run_hotcold({"run", "-m", q8, "-p", "Once", "-n", "8", "--temp", "0", "--decode-kernels", k});
+    EXPECT_EQ(r.exit_code, 0) << k << ": " << r.err;
+    EXPECT_GT(r.out.size(), 4u) << k;
+  }
+  r = run_hotcold({"run", "-m", q8, "-p", "Once", "-n", "8", "--decode-kernels", "fastest"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "--decode-kernels: expected exact or fast, found 'fastest'")) << r.err;
+}
+
 #ifdef HC_CUDA_BUILT
 // The CUDA backend, libhotcold_cuda.so, is opened the same way, by the first command that asks
 // for a CUDA device: a binary without it names the file it looked for there, and runs on the

@@ -23,9 +23,20 @@ namespace {
 using testing::TinyModel;
 using testing::TinyModelSpec;
 
-std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes, bool repack) {
-  return testing::load_tiny(bytes, repack);
+std::shared_ptr<const LlamaModel> load(std::vector<uint8_t>& bytes, bool repack,
+                                       bool block_sums = false) {
+  return testing::load_tiny(bytes, repack, block_sums);
 }
+
+// The weight layouts a model can run with: the file's, the decode layout, and the decode layout
+// with Q4_1 / Q8_0 in block sums (serve's default).
+struct Layout {
+  bool repack, block_sums;
+  std::string name() const {
+    return block_sums ? " block sums" : repack ? " repack" : " file layout";
+  }
+};
+constexpr Layout kLayouts[] = {{false, false}, {true, false}, {true, true}};
 
 int64_t kv_dim(const LlamaModel& m) {
   return int64_t{m.hparams().n_head_kv} * m.hparams().head_dim;
@@ -92,15 +103,15 @@ TEST_P(ForwardMultiTypes, EveryStepEqualsItsSingleSequenceDecode) {
   spec.n_ff = 256;
   TinyModel tm(spec);
   auto bytes = tm.bytes();
-  for (bool repack : {false, true}) {
-    auto m = load(bytes, repack);
+  for (const Layout& lay : kLayouts) {
+    auto m = load(bytes, lay.repack, lay.block_sums);
     ASSERT_TRUE(m);
     ThreadPool pool(2);
     ForwardScratch s;
     for (int n_seq : {1, 3, 9, 12}) {
       Sequences seqs(*m, n_seq, s, pool);
-      const std::string what = std::string(dtype_name(GetParam())) + " repack " +
-                               std::to_string(repack) + " n_seq " + std::to_string(n_seq);
+      const std::string what = std::string(dtype_name(GetParam())) + lay.name() + " n_seq " +
+                               std::to_string(n_seq);
       for (int round = 0; round < 2; ++round) {
         expect_steps_match_single_decode(*m, seqs, s, pool, round, what);
         if (::testing::Test::HasFatalFailure()) return;
@@ -268,11 +279,10 @@ TEST_P(ForwardMixedTypes, ChunkAndStepsEqualTheirSeparatePasses) {
   spec.n_ff = 256;
   TinyModel tm(spec);
   auto bytes = tm.bytes();
-  for (bool repack : {false, true}) {
-    auto m = load(bytes, repack);
+  for (const Layout& lay : kLayouts) {
+    auto m = load(bytes, lay.repack, lay.block_sums);
     ASSERT_TRUE(m);
-    expect_mixed_matches_separate(*m, false, std::string(dtype_name(GetParam())) + " repack " +
-                                                 std::to_string(repack));
+    expect_mixed_matches_separate(*m, false, std::string(dtype_name(GetParam())) + lay.name());
     if (::testing::Test::HasFatalFailure()) return;
   }
 }

@@ -191,11 +191,13 @@ class TinyModel {
 };
 
 // Loads a model from GGUF bytes (which must outlive it); a failure is a test failure and null.
-inline std::shared_ptr<const LlamaModel> load_tiny(std::vector<uint8_t>& bytes, bool repack) {
+// block_sums: LoadOptions::block_sums (with repack).
+inline std::shared_ptr<const LlamaModel> load_tiny(std::vector<uint8_t>& bytes, bool repack,
+                                                   bool block_sums = false) {
   auto f = parse_gguf(bytes);
   EXPECT_TRUE(f.ok()) << f.message();
   if (!f.ok()) return nullptr;
-  auto m = LlamaModel::from_gguf(std::move(f).value(), repack);
+  auto m = LlamaModel::from_gguf(std::move(f).value(), repack, block_sums);
   EXPECT_TRUE(m.ok()) << m.message();
   return m.ok() ? *m : nullptr;
 }

@@ -84,16 +84,21 @@ TEST(Repack, LayoutRoundTripsToGgmlBlocks) {
 // (2 n_terms + 12) u A with n_terms = 2 nb; a single wrong element moves the result by ~A / ne0.
 TEST(Repack, OwnOrderAgreesWithVecDotWithinRoundingBound) {
   constexpr float kU = 0x1p-24f;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  // Q4_1 / Q8_0: their block sums (TensorView::block_sums); the others' only order.
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,
+                     GgmlType::Q4_1, GgmlType::Q8_0}) {
     for (bool raw : {false, true}) {
       const int64_t rows = 21, n_tok = 3, cols = is_k_quant(t) ? 2048 : 1056;
       Fixture f(t, rows, cols, n_tok, 0, 41, raw);
+      TensorView wp = f.wp;
+      wp.block_sums = true;
       std::vector<float> y(n_tok * rows);
-      ops::repack_matmul_ref(f.wp, f.xq, n_tok, y.data());
+      ops::repack_matmul_ref(wp, f.xq, n_tok, y.data());
       const int64_t nb = cols / (is_k_quant(t) ? 256 : 32);
       const GgmlType vt = quant::vec_dot_type(t);
       const int64_t xrb = row_bytes(vt, cols), rb = row_bytes(t, cols), bs = rb / nb;
-      const bool has_min = t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+      // d at bytes 0-1, the min's scale (dmin / m) at 2-3 of every block.
+      const bool has_min = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1;
       std::vector<float> x(cols), wd(cols), wm(cols);
       std::vector<uint8_t> part(rb);
       for (int64_t i = 0; i < n_tok; ++i) {
@@ -166,18 +171,67 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
         for (int mis : {0, 2}) {
           const bool raw = n_tok % 2 == 0;  // every bit pattern of quants and scales
           Fixture f(t, rows, is_k_quant(t) ? 1024 : 1056, n_tok, mis, 17, raw);
-          std::vector<float> yr(n_tok * rows);
-          ops::repack_matmul_ref(f.wp, f.xq, n_tok, yr.data());
-          for (int nth : {1, 2, 3}) {
-            ThreadPool pool(nth);
-            std::vector<float> y(n_tok * rows, NAN);
-            ops::repack_matmul(f.wp, f.xq, n_tok, y.data(), pool);
-            ASSERT_EQ(0, std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)))
-                << dtype_name(t) << " rows " << rows << " n_tok " << n_tok << " threads " << nth
-                << " misaligned " << mis << " raw " << raw;
+          for (bool bs : {false, true}) {  // block sums: Q4_1 / Q8_0 only, the rest ignore it
+            TensorView wp = f.wp;
+            wp.block_sums = bs;
+            std::vector<float> yr(n_tok * rows);
+            ops::repack_matmul_ref(wp, f.xq, n_tok, yr.data());
+            for (int nth : {1, 2, 3}) {
+              ThreadPool pool(nth);
+              std::vector<float> y(n_tok * rows, NAN);
+              ops::repack_matmul(wp, f.xq, n_tok, y.data(), pool);
+              ASSERT_EQ(0, std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)))
+                  << dtype_name(t) << " rows " << rows << " n_tok " << n_tok << " threads "
+                  << nth << " misaligned " << mis << " raw " << raw << " block sums " << bs;
+            }
           }
         }
       }
+    }
+  }
+}
+
+// Block sums (Q4_1 / Q8_0): kBlockSumTokens tokens share each unpacked block, yet every token's
+// row equals a call with that token alone, bit for bit, in the SIMD kernels and the scalar twin,
+// through matmul in both modes; and the order is really another one than ggml's (some results
+// differ from the default kernels', which the serve tests rely on being switchable).
+TEST(Repack, BlockSumsAreBatchInvariant) {
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q8_0}) {
+    const int64_t rows = 37, n_tok = 11;  // 11 = two passes of 4 tokens and one of 3
+    Fixture f(t, rows, 1056, n_tok, 0, 23);
+    TensorView wp = f.wp;
+    wp.block_sums = true;
+    const int64_t xrb = row_bytes(quant::vec_dot_type(t), f.w.ne0);
+    const bool simd = ops::repack_available(t);
+    ThreadPool pool(2);
+    std::vector<float> all(n_tok * rows), all_ref(n_tok * rows), exact(n_tok * rows);
+    ops::repack_matmul_ref(wp, f.xq, n_tok, all_ref.data());
+    ops::repack_matmul_ref(f.wp, f.xq, n_tok, exact.data());
+    if (simd) ops::repack_matmul(wp, f.xq, n_tok, all.data(), pool);
+    int differ = 0;
+    for (int64_t i = 0; i < n_tok; ++i) {
+      std::vector<float> one(rows);
+      ops::repack_matmul_ref(wp, f.xq + i * xrb, 1, one.data());
+      ASSERT_EQ(0, std::memcmp(one.data(), all_ref.data() + i * rows, rows * sizeof(float)))
+          << dtype_name(t) << " scalar twin, token " << i;
+      if (simd) {
+        ops::repack_matmul(wp, f.xq + i * xrb, 1, one.data(), pool);
+        ASSERT_EQ(0, std::memcmp(one.data(), all.data() + i * rows, rows * sizeof(float)))
+            << dtype_name(t) << " SIMD, token " << i;
+      }
+      for (int64_t r = 0; r < rows; ++r) differ += all_ref[i * rows + r] != exact[i * rows + r];
+    }
+    EXPECT_GT(differ, 0) << dtype_name(t) << ": block sums gave ggml's order's bits everywhere";
+    if (!simd) continue;
+    // matmul: kPerToken rows and kAuto batches below kGemmMinTokens run these kernels.
+    for (ops::MatmulMode mode : {ops::MatmulMode::kPerToken, ops::MatmulMode::kAuto}) {
+      const int64_t n = mode == ops::MatmulMode::kAuto ? ops::kGemmMinTokens - 1 : n_tok;
+      ops::MatmulInput in;
+      in.set_mode(mode);
+      in.reset(f.xf.data(), n, f.w.ne0);
+      std::vector<float> y(n * rows);
+      ops::matmul(wp, in, y.data(), pool);
+      ASSERT_EQ(0, std::memcmp(y.data(), all.data(), y.size() * sizeof(float))) << dtype_name(t);
     }
   }
 }

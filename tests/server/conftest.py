@@ -89,6 +89,11 @@ def require_model(path):
         pytest.fail(f"missing model {path}: run scripts/setup.sh")
 
 
+# serve computes Q4_1 / Q8_0 in block sums by default (docs/SERVER.md): `run` with these flags
+# answers what a default server does, bit for bit.
+SERVE_KERNELS = ("--decode-kernels", "fast")
+
+
 def run_cli(*args, timeout=300):
     """`hotcold ARGS...`; returns stdout (raises on a non-zero exit)."""
     r = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=timeout)

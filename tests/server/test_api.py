@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import openai
 import pytest
 
-from conftest import SMOLLM2, run_cli
+from conftest import SERVE_KERNELS, SMOLLM2, Server, run_cli
 
 PROMPTS = ["The capital of France is", "Once upon a time, there was a little",
            "def fibonacci(n):", "The three primary colors are"]
@@ -36,11 +36,30 @@ def test_models_and_health(smollm2_server, client, model_id):
 
 def test_completion_greedy_equals_run(client, model_id):
     for prompt in PROMPTS[:2]:
-        expected = run_cli("run", "-m", SMOLLM2, "-p", prompt, "-n", 32, "--temp", 0)
+        expected = run_cli("run", "-m", SMOLLM2, "-p", prompt, "-n", 32, "--temp", 0, *SERVE_KERNELS)
         r = client.completions.create(model=model_id, prompt=prompt, max_tokens=32, temperature=0)
         assert r.choices[0].text == expected.removesuffix("\n")
         assert r.usage.completion_tokens == 32 and r.choices[0].finish_reason == "length"
         assert r.usage.prompt_tokens == len(run_cli("tokenize", "-m", SMOLLM2, "-p", prompt).split())
+
+
+def test_exact_decode_kernels_serve_what_default_run_answers():
+    """`serve --decode-kernels exact` decodes in ggml's order, as `run` does by default (llama.cpp's
+    bits at batch 1), with its slots decoding together."""
+    prompts = PROMPTS[:3]
+    expected = [run_cli("run", "-m", SMOLLM2, "-p", p, "-n", 24, "--temp", 0).removesuffix("\n")
+                for p in prompts]
+    srv = Server(SMOLLM2, "--parallel", 3, "-c", 768, "-t", 2, "--decode-kernels", "exact")
+    try:
+        def one(p):
+            status, body = srv.json("POST", "/v1/completions",
+                                    {"prompt": p, "max_tokens": 24, "temperature": 0})
+            assert status == 200, body
+            return body["choices"][0]["text"]
+        with ThreadPoolExecutor(len(prompts)) as ex:
+            assert list(ex.map(one, prompts)) == expected
+    finally:
+        assert srv.stop() == 0, srv.log
 
 
 def test_completion_stream_equals_non_stream(client, model_id):
@@ -85,7 +104,7 @@ def test_sampling_is_seeded(client, model_id):
     a = client.completions.create(seed=1234, **kw).choices[0].text
     b = client.completions.create(seed=1234, **kw).choices[0].text
     expected = run_cli("run", "-m", SMOLLM2, "-p", PROMPTS[1], "-n", 24, "--temp", 1.0,
-                       "--top-p", 0.9, "--seed", 1234)
+                       "--top-p", 0.9, "--seed", 1234, *SERVE_KERNELS)
     assert a == b == expected.removesuffix("\n")
 
 
@@ -178,7 +197,8 @@ def test_prompt_cache_reuses_kv_and_changes_no_output(smollm2_server, client, mo
     prompt = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 24)
     n_prompt = len(run_cli("tokenize", "-m", SMOLLM2, "-p", prompt).split())
     assert 300 < n_prompt < 480  # fits a 512-token slot with the generation
-    expected = run_cli("run", "-m", SMOLLM2, "-p", prompt, "-n", 16, "--temp", 0).removesuffix("\n")
+    expected = run_cli("run", "-m", SMOLLM2, "-p", prompt, "-n", 16, "--temp", 0,
+                       *SERVE_KERNELS).removesuffix("\n")
     before = metric(smollm2_server, "hotcold_prompt_tokens_reused_total")
     hits = metric(smollm2_server, "hotcold_prompt_cache_hits_total")
     texts = [client.completions.create(model=model_id, prompt=prompt, max_tokens=16,

@@ -218,6 +218,42 @@ void q4_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   }
 }
 void q4_1_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32_ref<4, false, true>(g, nb, a, out); }
+
+// Block sums (Q4_1, Q8_0): per block one integer sum (Q8_0's started at -128 x the block's
+// activation sum), dd = f16(d_w) * d_a, acc = fma(dd, float(sum), acc); Q4_1 adds
+// summ = fma(f16(m_w), s_a, summ) per block and returns acc + summ.
+template <int kChunks, bool kMin>
+void k32_bs_ref(const uint8_t* g, int64_t nb, const Act* acts, int nt, float* out) {
+  const Pairs32 pr = Pairs32::of(kChunks, kMin, nb);
+  for (int i = 0; i < nt; ++i) {
+    const Act& a = acts[i];
+    for (int r = 0; r < kRepackRows; ++r) {
+      float acc = 0, summ = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* q = g + pr.quants(b);
+        const uint8_t* sc = g + pr.scales(b);
+        const int8_t* aq = a.q + b * a.block_bytes;
+        int32_t plo = kMin ? 0 : a.corr_sum[b], phi = 0;
+        for (int c = 0; c < 4; ++c) {
+          const uint8_t* w = q + 64 * c + 4 * r;
+          if (kChunks == 4) {
+            plo += dot4_nib(w, 0, 0x0F, aq + 4 * c);
+            phi += dot4_nib(w, 4, 0x0F, aq + 16 + 4 * c);
+          } else {
+            plo += dot4(w, aq + 4 * c);
+            phi += dot4(w + 256, aq + 16 + 4 * c);
+          }
+        }
+        const float dd = f16(ld16(sc + 2 * r)) * a.d[b];
+        acc = std::fma(dd, static_cast<float>(plo + phi), acc);
+        if (kMin) summ = std::fma(f16(ld16(sc + 32 + 2 * r)), a.s[b], summ);
+      }
+      out[i * kRepackRows + r] = kMin ? acc + summ : acc;
+    }
+  }
+}
+void q4_1_bs_ref(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_ref<4, true>(g, nb, a, nt, out); }
+void q8_0_bs_ref(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_ref<8, false>(g, nb, a, nt, out); }
 void q8_0_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32_ref<8, true, false>(g, nb, a, out); }
 
 // Q4_K / Q5_K: sum_j mn_j * (activation sum of sub-block j) from the (2p, 2p + 1) pairs.
@@ -418,6 +454,14 @@ Act prepare_act(GgmlType wt, const uint8_t* row, int64_t ne0, ActBuf& buf) {
   return a;
 }
 
+// The block-sum kernel of a weight that asks for one (TensorView::block_sums), else null.
+GroupMultiFn multi_for(const Kernels& k, const TensorView& w) {
+  if (!w.block_sums) return nullptr;
+  if (w.type == GgmlType::Q4_1) return k.q4_1_bs;
+  if (w.type == GgmlType::Q8_0) return k.q8_0_bs;
+  return nullptr;
+}
+
 GroupKernelFn kernel_for(const Kernels& k, GgmlType t) {
   switch (t) {
     case GgmlType::Q4_0: return k.q4_0;
@@ -449,7 +493,7 @@ constexpr int64_t kTokenTile = 16;
 // Groups [g0, g1) for every token. Per (group, token) the kernel call is the same whatever
 // n_tok is, so each token's rows are bit-identical to a one-token call.
 void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, int64_t g0,
-                int64_t g1, GroupKernelFn kern, ActBufs& bufs) {
+                int64_t g1, GroupKernelFn kern, GroupMultiFn multi, ActBufs& bufs) {
   const int64_t gb = group_bytes(w.type, w.ne0);
   const int64_t nb = w.ne0 / block_elems(w.type);
   const int64_t xrb = row_bytes(quant::vec_dot_type(w.type), w.ne0);
@@ -467,6 +511,21 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
       bufs.act[i] = prepare_act(w.type, xq + (t0 + i) * xrb, w.ne0, bufs.tok[i]);
     for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
       const int64_t c1 = std::min(g1, c0 + chunk);
+      if (multi) {  // block sums: kBlockSumTokens tokens per pass over a group
+        alignas(64) float outn[kBlockSumTokens * kRepackRows];
+        for (int64_t i0 = 0; i0 < nt; i0 += kBlockSumTokens) {
+          const int n = static_cast<int>(std::min<int64_t>(kBlockSumTokens, nt - i0));
+          for (int64_t g = c0; g < c1; ++g) {
+            multi(static_cast<const uint8_t*>(w.packed) + g * gb, nb, &bufs.act[i0], n, outn);
+            const int64_t r0 = g * kRepackRows;
+            const int64_t nr = std::min<int64_t>(kRepackRows, w.ne1 - r0);
+            for (int i = 0; i < n; ++i)
+              std::memcpy(y + (t0 + i0 + i) * w.ne1 + r0, outn + i * kRepackRows,
+                          static_cast<size_t>(nr) * sizeof(float));
+          }
+        }
+        continue;
+      }
       for (int64_t i = 0; i < nt; ++i) {
         float* yt = y + (t0 + i) * w.ne1;
         for (int64_t g = c0; g < c1; ++g) {
@@ -484,7 +543,8 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
 
 namespace repack_detail {
 const Kernels& scalar_kernels() {
-  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref, q5_K_ref, q6_K_ref};
+  static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref,
+                         q5_K_ref, q6_K_ref, q4_1_bs_ref, q8_0_bs_ref};
   return k;
 }
 }  // namespace repack_detail
@@ -607,12 +667,13 @@ void repack_matmul(const TensorView& w, const uint8_t* xq, int64_t n_tok, float*
                    ThreadPool& pool) {
   HC_CHECK(repack_available(w.type) && w.packed != nullptr);
   const GroupKernelFn kern = kernel_for(avx512_kernels(), w.type);
+  const GroupMultiFn multi = multi_for(avx512_kernels(), w);
   const int64_t ng = (w.ne1 + kRepackRows - 1) / kRepackRows;
   pool.run([&](int ith, int nth) {
     thread_local ActBufs bufs;  // grows once per thread; decode allocates nothing after
     int64_t g0, g1;
     ThreadPool::split(ng, ith, nth, &g0, &g1);
-    run_groups(w, xq, n_tok, y, g0, g1, kern, bufs);
+    run_groups(w, xq, n_tok, y, g0, g1, kern, multi, bufs);
   });
 }
 
@@ -620,7 +681,7 @@ void repack_matmul_ref(const TensorView& w, const uint8_t* xq, int64_t n_tok, fl
   HC_CHECK(repack_supports(w.type) && w.packed != nullptr);
   ActBufs bufs;
   run_groups(w, xq, n_tok, y, 0, (w.ne1 + kRepackRows - 1) / kRepackRows,
-             kernel_for(scalar_kernels(), w.type), bufs);
+             kernel_for(scalar_kernels(), w.type), multi_for(scalar_kernels(), w), bufs);
 }
 
 }  // namespace hc::ops

@@ -52,6 +52,11 @@
 //     f16(d_a); for each group j of 4 elements acc_j = fma(dd, float(int dot of group j),
 //     acc_j); the 8 accumulators are reduced as ggml's hsum_float_8 reduces its 8 lanes. Q4_1
 //     adds the sum of fma(f16(m_w), f16(s_a)) over blocks.
+//   Q8_0, Q4_1 with TensorView::block_sums ("block sums", serve's default): per block one
+//     integer sum (Q8_0: started at -128 * the block's activation sum, so it is sum q x),
+//     acc = fma(f16(d_w) * f16(d_a), float(sum), acc); Q4_1 also summ = fma(f16(m_w), f16(s_a),
+//     summ), result acc + summ. Up to 4 tokens per call share each loaded block; each token's
+//     operations are those of a call with it alone. Agrees with vec_dot up to float rounding.
 //   Q4_0: per block, acc = fma(dd / 16, float(16 * int dot of the block), acc) (the high
 //     nibbles are used in place, as 16 q): 8x fewer converts and
 //     FMAs than ggml's order (llama.cpp repacks Q4_0 as well, so its batch-1 result is not

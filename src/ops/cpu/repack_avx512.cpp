@@ -142,6 +142,70 @@ inline __m512i dpbusd_bcst(__m512i acc, __m512i w, const int8_t* p) {
   return acc;
 }
 
+// Block sums (Q4_1, Q8_0; the order of repack.cpp's k32_bs_ref): NT tokens against one group,
+// each block's weights loaded (Q4_1: unpacked) once for all of them. Per token one integer sum
+// per block in two vpdpbusd chains, one convert, one multiply, one FMA (Q4_1: one more for the
+// min): ggml's order (k32) converts and accumulates every group of 4 separately.
+template <int kChunks, bool kMin, int NT>
+void k32_bs(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
+  const Pairs32 pr = Pairs32::of(kChunks, kMin, nb);
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NT], summ[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) acc[i] = summ[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + pr.quants(b);
+    const uint8_t* sc = g + pr.scales(b);
+    prefetch_block(q, kChunks, sc, kMin || (b & 1) == 0);
+    __m512i w[8];  // w[c]: elements 4c .. 4c + 3 of the block, c < 8
+    if constexpr (kChunks == 4) {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * c);
+        w[c] = _mm512_and_si512(v, m4);
+        w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) w[c] = load_line(q + 64 * c);
+    }
+    const __m512 dw = f16x16(sc);
+    __m512 mw = _mm512_setzero_ps();
+    if constexpr (kMin) mw = f16x16(sc + 32);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const Act& a = acts[i];
+      const int8_t* aq = a.q + b * a.block_bytes;
+      __m512i plo = kMin ? _mm512_setzero_si512() : _mm512_set1_epi32(a.corr_sum[b]);
+      __m512i phi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        plo = dpbusd_bcst(plo, w[c], aq + 4 * c);
+        phi = dpbusd_bcst(phi, w[c + 4], aq + 16 + 4 * c);
+      }
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b]));
+      acc[i] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(_mm512_add_epi32(plo, phi)), acc[i]);
+      if constexpr (kMin) summ[i] = _mm512_fmadd_ps(mw, _mm512_set1_ps(a.s[b]), summ[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i)
+    _mm512_storeu_ps(out + 16 * i, kMin ? _mm512_add_ps(acc[i], summ[i]) : acc[i]);
+}
+
+template <int kChunks, bool kMin>
+void k32_bs_any(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  static_assert(kBlockSumTokens == 4);
+  switch (nt) {
+    case 1: return k32_bs<kChunks, kMin, 1>(g, nb, a, out);
+    case 2: return k32_bs<kChunks, kMin, 2>(g, nb, a, out);
+    case 3: return k32_bs<kChunks, kMin, 3>(g, nb, a, out);
+    default: return k32_bs<kChunks, kMin, 4>(g, nb, a, out);
+  }
+}
+void q4_1_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_any<4, true>(g, nb, a, nt, out); }
+void q8_0_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_any<8, false>(g, nb, a, nt, out); }
+
 // Q4_K: each 64-byte chunk feeds sub-block 2p from its low nibbles (v & 0x0F) and sub-block
 // 2p + 1 from its high nibbles left in place (v & 0xF0 = 16 * q), which saves the shift: the
 // integer sum is kept as 16 * isum and the scale divided by 16 (exact). The mins' term is a
@@ -325,7 +389,7 @@ void q6_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{q4_0, q4_1, q8_0, q4_K, f16_group_avx512, q5_K, q6_K};
+  static const Kernels k{q4_0, q4_1, q8_0, q4_K, f16_group_avx512, q5_K, q6_K, q4_1_bs, q8_0_bs};
   return k;
 }
 
