@@ -160,9 +160,6 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Llama
   std::unique_ptr<Scheduler> s(
       new Scheduler(std::move(model), std::move(sparse), params, NoStart{}));
   if (device.model) {
-    // Device KV is not copied to the host store: with attention layers on the device, only
-    // the slots' own prefixes are reused.
-    if (device.model->n_attn_layers() > 0) s->prompt_cache_ = PromptCache(0);
     const int64_t ubatch = forward_ubatch(s->model_->hparams());
     for (size_t i = 0; i < s->slots_.size(); ++i) {
       auto ds = DeviceSession::create(*device.model, s->params_.n_ctx_slot, ubatch);
@@ -308,9 +305,16 @@ bool Scheduler::admit_locked() {
 void Scheduler::keep_prefix(Slot& s, int64_t keep) {
   // The grid-computed part of the slot's cache that would be lost, whole units of it.
   const int64_t n = s.n_computed / reuse_unit_ * reuse_unit_;
-  if (n > keep && prompt_cache_.budget() > 0)
-    prompt_cache_.save(std::span<const int32_t>(s.history).first(static_cast<size_t>(n)),
-                       s.cache);
+  if (n <= keep || prompt_cache_.budget() == 0) return;
+  if (s.ds) {  // the device attention layers' KV joins the host layers' in the host cache
+    const Status st = s.ds->kv_to_host(s.cache, n);
+    if (!st.ok()) {
+      HC_LOG_WARN("prompt cache: the device KV could not be copied out (%s); prefix not kept",
+                  st.message().c_str());
+      return;
+    }
+  }
+  prompt_cache_.save(std::span<const int32_t>(s.history).first(static_cast<size_t>(n)), s.cache);
 }
 
 void Scheduler::setup_slot(Slot& s) {
@@ -324,6 +328,14 @@ void Scheduler::setup_slot(Slot& s) {
   if (m.n_reuse > n_reuse) {
     prompt_cache_.restore(m, s.cache);
     n_reuse = m.n_reuse;
+    if (s.ds) {
+      const Status st = s.ds->kv_from_host(s.cache, n_reuse);
+      if (!st.ok()) {  // the slot's KV is no longer whole: evaluate the prompt from the start
+        HC_LOG_WARN("prompt cache: the device KV could not be restored (%s); recomputing",
+                    st.message().c_str());
+        n_reuse = 0;
+      }
+    }
   }
   s.history.assign(prompt.begin(), prompt.begin() + n_reuse);
   s.n_computed = n_reuse;

@@ -341,6 +341,49 @@ Status DeviceModel::migrate_experts(int il, const std::vector<sparse::Swap>& swa
 
 // ---- DeviceSession ----------------------------------------------------------------------------
 
+namespace {
+Status check_kv_shape(const DeviceSession& ds, const KvCache& cache, int64_t n) {
+  const LlamaHParams& hp = ds.dm().model().hparams();
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  if (cache.n_layer != hp.n_layer || cache.n_ctx != ds.n_ctx() || cache.kv_dim != kv_dim ||
+      n < 0 || n > ds.n_ctx())
+    return Status::Error("device KV copy: a host cache of " + std::to_string(cache.n_layer) +
+                         " layers x " + std::to_string(cache.n_ctx) + " positions x " +
+                         std::to_string(cache.kv_dim) + " and " + std::to_string(n) +
+                         " positions, expected " + std::to_string(hp.n_layer) + " x " +
+                         std::to_string(ds.n_ctx()) + " x " + std::to_string(kv_dim));
+  return Status::Ok();
+}
+}  // namespace
+
+// K rows [0, n) are one contiguous copy per layer; V is stored transposed ([kv_dim, n_ctx]),
+// so its positions [0, n) are strided: the whole layer goes in one copy instead of kv_dim.
+Status DeviceSession::kv_to_host(KvCache& cache, int64_t n) const {
+  HC_TRY(check_kv_shape(*this, cache, n));
+  ops::Device& dev = dm_->device();
+  const uint64_t v_bytes = static_cast<uint64_t>(cache.kv_dim) * n_ctx_ * sizeof(fp16_t);
+  for (int il = 0; il < cache.n_layer && n > 0; ++il) {
+    if (!k_[static_cast<size_t>(il)]) continue;
+    HC_TRY(dev.download(cache.k_at(il, 0), k_[static_cast<size_t>(il)],
+                        static_cast<uint64_t>(n) * cache.kv_dim * sizeof(fp16_t)));
+    HC_TRY(dev.download(cache.v_row(il, 0), v_[static_cast<size_t>(il)], v_bytes));
+  }
+  return Status::Ok();
+}
+
+Status DeviceSession::kv_from_host(const KvCache& cache, int64_t n) const {
+  HC_TRY(check_kv_shape(*this, cache, n));
+  ops::Device& dev = dm_->device();
+  const uint64_t v_bytes = static_cast<uint64_t>(cache.kv_dim) * n_ctx_ * sizeof(fp16_t);
+  for (int il = 0; il < cache.n_layer && n > 0; ++il) {
+    if (!k_[static_cast<size_t>(il)]) continue;
+    HC_TRY(dev.upload(k_[static_cast<size_t>(il)], cache.k_at(il, 0),
+                      static_cast<uint64_t>(n) * cache.kv_dim * sizeof(fp16_t)));
+    HC_TRY(dev.upload(v_[static_cast<size_t>(il)], cache.v_row(il, 0), v_bytes));
+  }
+  return Status::Ok();
+}
+
 DeviceSession::~DeviceSession() {
   ops::Device& dev = dm_->device();
   (void)dev.sync();  // nothing queued may still use these buffers

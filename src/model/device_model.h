@@ -31,6 +31,7 @@
 
 #include "core/status.h"
 #include "core/tensor_view.h"
+#include "model/kv_cache.h"
 #include "model/llama_model.h"
 #include "model/sparse_ffn.h"
 #include "ops/device.h"
@@ -178,6 +179,13 @@ class DeviceSession {
   fp16_t* k_cache(int il) const { return k_[static_cast<size_t>(il)]; }  // [n_ctx, kv_dim]
   fp16_t* v_cache(int il) const { return v_[static_cast<size_t>(il)]; }  // [kv_dim, n_ctx]
   uint64_t kv_bytes() const { return kv_bytes_; }
+  // The KV of this session's device attention layers, positions [0, n), copied into / from the
+  // same layers of a host cache of the session's shape (n_ctx, the model's kv_dim), so that the
+  // server's prompt store keeps and restores them with the host layers'. Synchronous: call with
+  // the device idle (between forward passes). from_host may also overwrite positions from n on,
+  // which the next forward pass writes before any attention reads them.
+  Status kv_to_host(KvCache& cache, int64_t n) const;
+  Status kv_from_host(const KvCache& cache, int64_t n) const;
 
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
   float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "model/device_model.h"
@@ -343,6 +344,65 @@ TEST(Hybrid, BudgetIsRespectedAndFreedAndNamedWhenExceeded) {
   auto dm = DeviceModel::build(*m, nullptr, dev, p);
   ASSERT_TRUE(dm.ok());
   EXPECT_LE(dev->charged_bytes(), dev->budget_bytes());
+}
+
+// The server's prompt store with attention layers on the device: a session's device KV copied
+// into a host cache, restored into a fresh session with that host cache, lets the fresh one go
+// on decoding with exactly the first one's logits; without the restore it would not.
+TEST(Hybrid, DeviceKvRoundTripsThroughAHostCache) {
+  TinyModel tm(three_layers(GgmlType::Q8_0, "silu"));
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, true);
+  ASSERT_TRUE(m);
+  const LlamaHParams& hp = m->hparams();
+  auto dev = cpu_device();
+  DevicePlacement p;
+  p.n_gpu_layers = 2;  // layers 1 and 2: attention and KV on the device
+  auto dm = DeviceModel::build(*m, nullptr, dev, p);
+  ASSERT_TRUE(dm.ok()) << dm.message();
+  ASSERT_EQ((*dm)->n_attn_layers(), 2);
+  constexpr int kCtx = 64;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  ThreadPool pool(2);
+  auto session = [&](ForwardScratch& s) {
+    auto ds = DeviceSession::create(**dm, kCtx, kForwardUbatch);
+    EXPECT_TRUE(ds.ok()) << ds.message();
+    s.device = ds->get();
+    return std::move(*ds);
+  };
+  KvCache ca(hp.n_layer, kCtx, kv_dim);
+  ForwardScratch sa;
+  auto da = session(sa);
+  std::vector<float> la, lb;
+  ASSERT_TRUE(llama_forward(*m, ca, sa, pool, std::span(kToks.data(), kPrompt), 0, false, &la).ok());
+  ASSERT_TRUE(da->kv_to_host(ca, kPrompt).ok());
+  for (bool restore : {true, false}) {
+    KvCache cb = ca;  // what the store keeps and restores: every layer's KV of the prefix
+    ForwardScratch sb;
+    auto db = session(sb);
+    if (restore) {
+      ASSERT_TRUE(db->kv_from_host(cb, kPrompt).ok());
+    }
+    KvCache ca2 = ca;  // session a goes on from its own state each round
+    for (size_t i = kPrompt; i < kToks.size(); ++i) {
+      ASSERT_TRUE(llama_forward(*m, cb, sb, pool, std::span(&kToks[i], 1), static_cast<int>(i),
+                                false, &lb).ok());
+      if (restore) {
+        ASSERT_TRUE(llama_forward(*m, ca2, sa, pool, std::span(&kToks[i], 1),
+                                  static_cast<int>(i), false, &la).ok());
+        ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "pos " << i;
+      }
+    }
+    if (restore) continue;
+    // Not restored: b's device layers attend to zeros; its last logits differ from a's.
+    EXPECT_NE(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  }
+  // A host cache of another shape is refused, naming both.
+  KvCache wrong(hp.n_layer, kCtx / 2, kv_dim);
+  const Status st = da->kv_to_host(wrong, kPrompt);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("expected"), std::string::npos) << st.message();
+  EXPECT_FALSE(da->kv_from_host(ca, kCtx + 1).ok());
 }
 
 TEST(Hybrid, BadPlacementsAndUnsupportedUsesAreErrors) {

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import BIN, ROOT, SMOLLM2, Server, require_model, run_cli
+from conftest import BIN, ROOT, SERVE_KERNELS, SMOLLM2, Server, require_model, run_cli
 
 TEXT = ROOT.parent / "shared" / "data" / "tinystories" / "tinystories_val_head.txt"
 PROMPTS = ["The capital of France is", "Once upon a time, there was a little",
@@ -49,7 +49,8 @@ def complete_all(server, prompts, n, bodies=False):
 
 
 def run_texts(flags, prompts, n):
-    return [run_cli("run", "-m", SMOLLM2, "-p", p, "-n", n, "--temp", 0, *flags).removesuffix("\n")
+    return [run_cli("run", "-m", SMOLLM2, "-p", p, "-n", n, "--temp", 0, *flags,
+                    *SERVE_KERNELS).removesuffix("\n")
             for p in prompts]
 
 
@@ -72,22 +73,44 @@ def test_hot_cold_split_serves_what_run_answers(hybrid_flags):
     assert expected[0] != host_sparse[0]
 
 
-def test_dense_offload_serves_what_run_answers_and_reuses_slot_prefixes():
+def test_dense_offload_serves_what_run_answers_and_reuses_prefixes():
     """-ngl: attention and dense FFN of the last layers on the device, each slot's KV of those
-    layers there; a repeated prompt reuses the slot's own KV (the host store is off)."""
+    layers there; a repeated prompt reuses the slot's own KV, and a prefix both slots gave up
+    comes back from the host store with its device layers' KV (copied out and in again)."""
     require_model(SMOLLM2)
     flags = ["-ngl", 12, "--device", "cpu"]
-    long_prompt = " ".join(["The quick brown fox jumps over the lazy dog."] * 20)
-    expected = run_texts(flags, PROMPTS[:2] + [long_prompt], 16)
+    # Not a repeated sentence: the continuation must depend on what the device layers' KV says.
+    long_prompt = (
+        "Maria opened the old wooden box she had found in her grandmother's attic. Inside were "
+        "letters tied with a faded red ribbon, a brass key, and a photograph of a lighthouse on "
+        "a rocky island. On the back of the photograph someone had written a date, 1952, and "
+        "two words: remember Ellis. Maria had never heard of anyone called Ellis. She read the "
+        "first letter slowly. It spoke of storms, of a keeper who climbed the stairs every "
+        "night, and of a promise to return before the winter. The handwriting grew shakier in "
+        "the later letters, and the last one was never finished. Maria put the key in her "
+        "pocket, took the photograph, and decided that in the spring she would find the island. "
+        "When she told her brother about the letters, he laughed and said that")
+    expected = run_texts(flags, PROMPTS[:2] + [long_prompt], 24)
     srv = Server(SMOLLM2, "--parallel", 2, "-c", 1024, "-t", 2, *flags)
     try:
-        assert complete_all(srv, PROMPTS[:2], 16) == expected[:2]
+        assert complete_all(srv, PROMPTS[:2], 24) == expected[:2]
         kv = metric(srv, "hotcold_device_kv_cache_bytes")
         assert kv > 0
         for _ in range(2):
-            assert complete_all(srv, [long_prompt], 16) == expected[2:]
-        assert metric(srv, "hotcold_prompt_tokens_reused_total") >= 128
-        assert metric(srv, "hotcold_prompt_cache_bytes") == 0
+            assert complete_all(srv, [long_prompt], 24) == expected[2:]
+        own = metric(srv, "hotcold_prompt_tokens_reused_total")
+        assert own >= 128
+        assert metric(srv, "hotcold_prompt_cache_bytes") == 0  # nothing given up yet
+        # Both slots taken by other long prompts (their KV overwrites the long prompt's on the
+        # device too): the long prompt's prefix goes to the host store.
+        others = [" ".join([f"Sentence number {i} is about a {w} in a garden."] * 16)
+                  for i, w in ((1, "cat"), (2, "dog"))]
+        complete_all(srv, others, 4)
+        assert metric(srv, "hotcold_prompt_cache_bytes") > 0
+        hits = metric(srv, "hotcold_prompt_cache_hits_total")
+        assert complete_all(srv, [long_prompt], 24) == expected[2:]
+        assert metric(srv, "hotcold_prompt_cache_hits_total") == hits + 1
+        assert metric(srv, "hotcold_prompt_tokens_reused_total") - own >= 128
     finally:
         assert srv.stop() == 0, srv.log
 

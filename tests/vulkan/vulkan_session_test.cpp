@@ -7,6 +7,7 @@
 // placement with nothing on the device charges nothing at all.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -112,6 +113,56 @@ TEST(VulkanSession, ChargesExactlyWhatItPredictsAndNothingMoreWhileItRuns) {
       }
       EXPECT_EQ(dev->charged_bytes(), weights + session);
     }
+  }
+}
+
+// The server's prompt store on Vulkan: a session's device KV copied into a host cache and into
+// a fresh session lets the fresh one decode exactly as the first goes on (same device, same
+// operations); the copies are byte-exact both ways.
+TEST(VulkanSession, DeviceKvRoundTripsThroughAHostCache) {
+  REQUIRE_VULKAN();
+  TinyModelSpec spec;
+  spec.wtype = GgmlType::Q4_0;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_layer = 3;
+  TinyModel tm(spec);
+  auto bytes = tm.bytes();
+  auto m = testing::load_tiny(bytes, /*repack=*/true);
+  ASSERT_TRUE(m);
+  const LlamaHParams& hp = m->hparams();
+  auto dev = ops::vk_test::open_device0();
+  ASSERT_TRUE(dev);
+  DevicePlacement p;
+  p.n_gpu_layers = 2;
+  auto dm = DeviceModel::build(*m, nullptr, dev, p);
+  ASSERT_TRUE(dm.ok()) << dm.message();
+  constexpr int kCtx = 32, kPrompt = 9;
+  const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  const std::vector<int32_t> toks = {1, 5, 9, 3, 22, 7, 7, 30, 12, 4, 18, 2, 8};
+  ThreadPool pool(2);
+  auto a = DeviceSession::create(**dm, kCtx, kForwardUbatch);
+  auto b = DeviceSession::create(**dm, kCtx, kForwardUbatch);
+  ASSERT_TRUE(a.ok() && b.ok());
+  KvCache ca(hp.n_layer, kCtx, kv_dim);
+  ForwardScratch sa, sb;
+  sa.device = a->get();
+  sb.device = b->get();
+  std::vector<float> la, lb;
+  ASSERT_TRUE(llama_forward(*m, ca, sa, pool, std::span(toks.data(), kPrompt), 0, false, &la).ok());
+  ASSERT_TRUE((*a)->kv_to_host(ca, kPrompt).ok());
+  KvCache cb = ca;
+  ASSERT_TRUE((*b)->kv_from_host(cb, kPrompt).ok());
+  KvCache back(hp.n_layer, kCtx, kv_dim);
+  ASSERT_TRUE((*b)->kv_to_host(back, kPrompt).ok());
+  for (int il = 1; il < hp.n_layer; ++il) {  // the device layers: what went in comes back
+    ASSERT_EQ(0, std::memcmp(back.k_at(il, 0), ca.k_at(il, 0), kPrompt * kv_dim * sizeof(fp16_t)));
+    ASSERT_EQ(0, std::memcmp(back.v_row(il, 0), ca.v_row(il, 0), kCtx * kv_dim * sizeof(fp16_t)));
+  }
+  for (int i = kPrompt; i < static_cast<int>(toks.size()); ++i) {
+    ASSERT_TRUE(llama_forward(*m, ca, sa, pool, std::span(&toks[i], 1), i, false, &la).ok());
+    ASSERT_TRUE(llama_forward(*m, cb, sb, pool, std::span(&toks[i], 1), i, false, &lb).ok());
+    ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "pos " << i;
   }
 }
 
