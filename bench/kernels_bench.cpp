@@ -9,6 +9,8 @@
 //                               come from DRAM; bytes = weight bytes, so GB/s compares with
 //                               the measured read bandwidth: this is batch-1 decode
 //   matmul/TYPE/RxC/tok:N/threads:T   the same with N tokens (prefill); GFLOP/s and tok/s
+//   decode_steps/TYPE[-bs]/RxC/tok:N  N independent decode steps (kPerToken) against an
+//                                     L2-resident matrix in the decode layout (-bs: block sums)
 //   quantize_act/TYPE, rmsnorm, rope, softmax, swiglu, attention: the per-token ops
 //   membw/KERNEL/...            the STREAM-like probe's kernels (src/ops/cpu/membw.h)
 // Weights are random floats quantised with hc::quant::quantize_row.
@@ -227,7 +229,47 @@ void bm_matvec_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64
   report_bytes(state, static_cast<double>(w.matrix_bytes));
 }
 
+// Decode steps of n_tok independent sequences against one L2-resident matrix in the decode
+// layout (the server's batched decode: MatmulMode::kPerToken), optionally in block sums.
+void bm_decode_steps(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols,
+                     int64_t n_tok, bool block_sums) {
+  if (!ops::repack_available(t)) {
+    state.SkipWithError("no decode-layout kernel on this CPU");
+    return;
+  }
+  const WeightSet& w = weights(t, rows, cols);
+  const int64_t pb = ops::repack_bytes(t, cols, rows);
+  std::vector<uint8_t> packed(static_cast<size_t>(pb + 64));
+  uint8_t* base = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  ops::repack_groups(TensorView::make(t, w.copy(0), cols, rows), 0,
+                     (rows + ops::kRepackRows - 1) / ops::kRepackRows, base);
+  TensorView wv = TensorView::make(t, w.copy(0), cols, rows);
+  wv.packed = base;
+  wv.block_sums = block_sums;
+  const std::vector<float> x = random_floats(cols * n_tok, 3);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  ops::MatmulInput in;
+  in.set_mode(ops::MatmulMode::kPerToken);
+  for (auto _ : state) {
+    in.reset(x.data(), n_tok, cols);  // the activations are quantised in every step, as in decode
+    ops::matmul(wv, in, y.data(), pool_of(1));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  report_flops(state, rows, cols, n_tok);
+}
+
 void register_matmul() {
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K})
+    for (int64_t n_tok : {1, 8, 32})
+      for (bool bs : {false, true}) {
+        if (bs && t != GgmlType::Q4_1 && t != GgmlType::Q8_0) continue;
+        benchmark::RegisterBenchmark(("decode_steps/" + std::string(dtype_name(t)) + (bs ? "-bs" : "") +
+                                      "/1024x2048/tok:" + std::to_string(n_tok) + "/threads:1").c_str(),
+                                     [=](benchmark::State& s) { bm_decode_steps(s, t, 1024, 2048, n_tok, bs); })
+            ->UseRealTime();
+      }
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("matvec_repacked_hot/" + std::string(dtype_name(t)) + "/256x2048/threads:1").c_str(),

@@ -4,7 +4,9 @@
 // integer sums, another float order) within a bound derived from the float roundings for Q4_0 /
 // Q4_K / Q5_K / Q6_K; the AVX-512 kernels equal their scalar twins bit for bit over row tails,
 // misaligned activations, 1-17 tokens, 1-3 threads and every bit pattern of the quants and
-// scales; and matmul / gemm / get_row read the layout when a view carries it, with the same
+// scales (with several tokens the Q4_0 / K-quant kernels take up to 4 tokens per call, and their
+// scalar twin is the single-token one, token by token: so every token's row is the one-token
+// call's); and matmul / gemm / get_row read the layout when a view carries it, with the same
 // results as without it.
 #include <gtest/gtest.h>
 
@@ -191,7 +193,7 @@ TEST(Repack, SimdKernelsBitIdenticalToScalarTwin) {
   }
 }
 
-// Block sums (Q4_1 / Q8_0): kBlockSumTokens tokens share each unpacked block, yet every token's
+// Block sums (Q4_1 / Q8_0): 4 tokens per call share each unpacked block, yet every token's
 // row equals a call with that token alone, bit for bit, in the SIMD kernels and the scalar twin,
 // through matmul in both modes; and the order is really another one than ggml's (some results
 // differ from the default kernels', which the serve tests rely on being switchable).

@@ -380,6 +380,13 @@ void f16_ref(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   }
 }
 
+// The multi-token twins of Q4_0 / the K-quants: their single-token twins, token by token (the SIMD
+// multi-token kernels do each token's operations exactly as the single-token ones).
+template <GroupKernelFn F>
+void per_token_ref(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  for (int i = 0; i < nt; ++i) F(g, nb, a[i], out + i * kRepackRows);
+}
+
 // ---- Activations: one token's quantised row -> Act (buffers owned by the caller).
 
 struct ActBuf {
@@ -454,8 +461,13 @@ Act prepare_act(GgmlType wt, const uint8_t* row, int64_t ne0, ActBuf& buf) {
   return a;
 }
 
-// The block-sum kernel of a weight that asks for one (TensorView::block_sums), else null.
+// The multi-token kernel of a weight (Q4_0 / K-quants always, Q4_1 / Q8_0 in block sums), else
+// null: run_groups then calls the single-token kernel per token.
 GroupMultiFn multi_for(const Kernels& k, const TensorView& w) {
+  if (w.type == GgmlType::Q4_0) return k.q4_0_n;
+  if (w.type == GgmlType::Q4_K) return k.q4_K_n;
+  if (w.type == GgmlType::Q5_K) return k.q5_K_n;
+  if (w.type == GgmlType::Q6_K) return k.q6_K_n;
   if (!w.block_sums) return nullptr;
   if (w.type == GgmlType::Q4_1) return k.q4_1_bs;
   if (w.type == GgmlType::Q8_0) return k.q8_0_bs;
@@ -511,10 +523,10 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
       bufs.act[i] = prepare_act(w.type, xq + (t0 + i) * xrb, w.ne0, bufs.tok[i]);
     for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
       const int64_t c1 = std::min(g1, c0 + chunk);
-      if (multi) {  // block sums: kBlockSumTokens tokens per pass over a group
-        alignas(64) float outn[kBlockSumTokens * kRepackRows];
-        for (int64_t i0 = 0; i0 < nt; i0 += kBlockSumTokens) {
-          const int n = static_cast<int>(std::min<int64_t>(kBlockSumTokens, nt - i0));
+      if (multi) {  // block sums: kMultiTokens tokens per pass over a group
+        alignas(64) float outn[kMultiTokens * kRepackRows];
+        for (int64_t i0 = 0; i0 < nt; i0 += kMultiTokens) {
+          const int n = static_cast<int>(std::min<int64_t>(kMultiTokens, nt - i0));
           for (int64_t g = c0; g < c1; ++g) {
             multi(static_cast<const uint8_t*>(w.packed) + g * gb, nb, &bufs.act[i0], n, outn);
             const int64_t r0 = g * kRepackRows;
@@ -544,7 +556,9 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
 namespace repack_detail {
 const Kernels& scalar_kernels() {
   static const Kernels k{q4_0_ref, q4_1_ref, q8_0_ref, q4_K_ref, f16_ref,
-                         q5_K_ref, q6_K_ref, q4_1_bs_ref, q8_0_bs_ref};
+                         q5_K_ref, q6_K_ref, q4_1_bs_ref, q8_0_bs_ref,
+                         per_token_ref<q4_0_ref>, per_token_ref<q4_K_ref>,
+                         per_token_ref<q5_K_ref>, per_token_ref<q6_K_ref>};
   return k;
 }
 }  // namespace repack_detail

@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/repack_kernels.h"
 
@@ -142,6 +143,58 @@ inline __m512i dpbusd_bcst(__m512i acc, __m512i w, const int8_t* p) {
   return acc;
 }
 
+// NT = 1 .. kMultiTokens instantiations of a multi-token kernel.
+template <template <int> class K>
+void any_nt(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  static_assert(kMultiTokens == 4);
+  switch (nt) {
+    case 1: return K<1>::run(g, nb, a, out);
+    case 2: return K<2>::run(g, nb, a, out);
+    case 3: return K<3>::run(g, nb, a, out);
+    default: return K<4>::run(g, nb, a, out);
+  }
+}
+// q4_0 for NT tokens: each block's lines loaded and masked once; per token exactly q4_0's
+// operations (so every token's lanes are q4_0's bits).
+template <int NT>
+void q4_0_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
+  const Pairs32 pr = pairs32(GgmlType::Q4_0, nb);
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + pr.quants(b);
+    const uint8_t* sc = g + pr.scales(b);
+    prefetch_block(q, 4, sc, (b & 1) == 0);
+    __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * c);
+      lo[c] = _mm512_and_si512(v, m_lo);
+      hi[c] = _mm512_and_si512(v, m_hi);
+    }
+    const __m512 dw = f16x16(sc);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const Act& a = acts[i];
+      const int8_t* aq = a.q + b * a.block_bytes;
+      __m512i plo = _mm512_set1_epi32(a.corr_sum[b]), phi = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        plo = dpbusd_bcst(plo, lo[c], aq + 4 * c);
+        phi = dpbusd_bcst(phi, hi[c], aq + 16 + 4 * c);
+      }
+      const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(dw, _mm512_set1_ps(a.d[b])),
+                                        _mm512_set1_ps(0.0625f));
+      const __m512i p16 = _mm512_add_epi32(_mm512_slli_epi32(plo, 4), phi);
+      acc[i] = _mm512_fmadd_ps(dd16, _mm512_cvtepi32_ps(p16), acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
+}
+
 // Block sums (Q4_1, Q8_0; the order of repack.cpp's k32_bs_ref): NT tokens against one group,
 // each block's weights loaded (Q4_1: unpacked) once for all of them. Per token one integer sum
 // per block in two vpdpbusd chains, one convert, one multiply, one FMA (Q4_1: one more for the
@@ -193,18 +246,10 @@ void k32_bs(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
     _mm512_storeu_ps(out + 16 * i, kMin ? _mm512_add_ps(acc[i], summ[i]) : acc[i]);
 }
 
-template <int kChunks, bool kMin>
-void k32_bs_any(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
-  static_assert(kBlockSumTokens == 4);
-  switch (nt) {
-    case 1: return k32_bs<kChunks, kMin, 1>(g, nb, a, out);
-    case 2: return k32_bs<kChunks, kMin, 2>(g, nb, a, out);
-    case 3: return k32_bs<kChunks, kMin, 3>(g, nb, a, out);
-    default: return k32_bs<kChunks, kMin, 4>(g, nb, a, out);
-  }
-}
-void q4_1_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_any<4, true>(g, nb, a, nt, out); }
-void q8_0_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { k32_bs_any<8, false>(g, nb, a, nt, out); }
+template <int NT> struct Q41BS { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { k32_bs<4, true, NT>(g, nb, a, o); } };
+template <int NT> struct Q80BS { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { k32_bs<8, false, NT>(g, nb, a, o); } };
+void q4_1_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { any_nt<Q41BS>(g, nb, a, nt, out); }
+void q8_0_bs(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) { any_nt<Q80BS>(g, nb, a, nt, out); }
 
 // Q4_K: each 64-byte chunk feeds sub-block 2p from its low nibbles (v & 0x0F) and sub-block
 // 2p + 1 from its high nibbles left in place (v & 0xF0 = 16 * q), which saves the shift: the
@@ -302,6 +347,73 @@ inline __m512i k4_min_sum(const uint8_t* sm, const Act& a, int64_t b) {
   return msum;
 }
 
+// q4_K for NT tokens: each line loaded and masked once, the scales and mins once per
+// super-block; per token exactly q4_K's operations (every token's lanes are q4_K's bits).
+template <int NT>
+void q4_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + b * kQ4KBlock;
+    const uint8_t* sm = q + kQ4KChunk;
+    prefetch_lines(q, kQ4KBlock);
+    __m512i lo_sum[NT], hi_sum[NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) lo_sum[i] = hi_sum[i] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int pr = 0; pr < 4; ++pr) {
+      __m512i slo[NT], shi[NT];
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) slo[i] = shi[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m512i v = load_line(q + (pr * 8 + c) * 64);
+        const __m512i lo = _mm512_and_si512(v, m_lo), hi = _mm512_and_si512(v, m_hi);
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* aq = acts[i].q + b * acts[i].block_bytes;
+          slo[i] = dpbusd_bcst(slo[i], lo, aq + 64 * pr + 4 * c);
+          shi[i] = dpbusd_bcst(shi[i], hi, aq + 64 * pr + 32 + 4 * c);
+        }
+      }
+      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr)));
+      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr + 16)));
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) {
+        lo_sum[i] = _mm512_add_epi32(lo_sum[i], _mm512_mullo_epi32(slo[i], s0));
+        hi_sum[i] = _mm512_add_epi32(hi_sum[i], _mm512_mullo_epi32(shi[i], s1));
+      }
+    }
+    const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const Act& a = acts[i];
+      const __m512i isum16 = _mm512_add_epi32(_mm512_slli_epi32(lo_sum[i], 4), hi_sum[i]);
+      const __m512i msum = k4_min_sum(sm, a, b);
+      const __m512 da = _mm512_set1_ps(a.d[b]);
+      const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_set1_ps(0.0625f));
+      const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmw, da));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum16), dd16, acc[i]);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
+}
+
+template <int NT> struct Q40N { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_0_n<NT>(g, nb, a, o); } };
+template <int NT> struct Q4KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_K_n<NT>(g, nb, a, o); } };
+void q4_0_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  if (nt == 1) return q4_0(g, nb, a[0], out);  // the same bits; its loops fully unrolled
+  any_nt<Q40N>(g, nb, a, nt, out);
+}
+void q4_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  if (nt == 1) return q4_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
+  any_nt<Q4KN>(g, nb, a, nt, out);
+}
+
 // Q5_K: per super-block the 8 qh lines (kept in registers for the 4 pairs), then Q4_K's 32
 // nibble lines; one integer sum of sc_j * (q . x) and one of the mins, each scaled once.
 void q5_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
@@ -386,10 +498,151 @@ void q6_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   _mm512_storeu_ps(out, acc);
 }
 
+// q5_K for NT tokens: the qh lines and each nibble line loaded once, the fifth bits merged once
+// per line; per token exactly q5_K's operations (q5_K_pair's sums, k4_min_sum, the same float
+// steps).
+template <int NT>
+void q5_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_b4 = _mm512_set1_epi8(0x10);
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + b * kQ5KBlock;
+    const uint8_t* sm = q + kQ5KChunk;
+    prefetch_lines(q, kQ5KBlock);
+    __m512i lo_sum[NT], hi_sum[NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) lo_sum[i] = hi_sum[i] = _mm512_setzero_si512();
+    auto pair = [&](auto kp) {
+      constexpr int kP = decltype(kp)::value;
+      __m512i slo[NT], shi[NT];
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) slo[i] = shi[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const __m512i hb = _mm512_loadu_si512(q + 64 * c);
+        const __m512i v = load_line(q + 8 * 64 + (kP * 8 + c) * 64);
+        const __m512i tlo = _mm512_and_si512(shift_bytes<4 - 2 * kP>(hb), m_b4);
+        const __m512i thi = _mm512_and_si512(shift_bytes<3 - 2 * kP>(hb), m_b4);
+        const __m512i wlo = nib_or(v, m_lo, tlo), whi = nib_or(_mm512_srli_epi16(v, 4), m_lo, thi);
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* aq = acts[i].q + b * acts[i].block_bytes;
+          slo[i] = dpbusd_bcst(slo[i], wlo, aq + 64 * kP + 4 * c);
+          shi[i] = dpbusd_bcst(shi[i], whi, aq + 64 * kP + 32 + 4 * c);
+        }
+      }
+      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * kP)));
+      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * kP + 16)));
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i) {
+        lo_sum[i] = _mm512_add_epi32(lo_sum[i], _mm512_mullo_epi32(slo[i], s0));
+        hi_sum[i] = _mm512_add_epi32(hi_sum[i], _mm512_mullo_epi32(shi[i], s1));
+      }
+    };
+    pair(std::integral_constant<int, 0>{});
+    pair(std::integral_constant<int, 1>{});
+    pair(std::integral_constant<int, 2>{});
+    pair(std::integral_constant<int, 3>{});
+    const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const Act& a = acts[i];
+      const __m512i isum = _mm512_add_epi32(lo_sum[i], hi_sum[i]);
+      const __m512i msum = k4_min_sum(sm, a, b);
+      const __m512 da = _mm512_set1_ps(a.d[b]);
+      const __m512 dd = _mm512_mul_ps(dw, da);
+      const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmw, da));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i]);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
+}
+
+// q6_K for NT tokens: each triplet of lines loaded and unpacked once; per token exactly
+// q6_K_quarter's sums and q6_K's float steps.
+template <int NT>
+void q6_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
+  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(0x30);
+  __m512 acc[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* q = g + q6K_quants(b);
+    const uint8_t* sm = g + q6K_scales(b);
+    prefetch_lines(q, kQ6KChunk);
+    prefetch_lines(sm, kQ6KScaleBytes + 32);
+    __m512i total[NT];
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) total[i] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int hs = 0; hs < 4; ++hs) {  // (kH, kS) = (0, 0), (0, 1), (1, 0), (1, 1) as q6_K
+      const int kH = hs >> 1, kS = hs & 1;
+      __m512i p[NT][4];
+#pragma GCC unroll 8
+      for (int i = 0; i < NT; ++i)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k)
+          p[i][k] = _mm512_set1_epi32(acts[i].corr[b * 16 + 8 * kH + kS + 2 * k]);
+#pragma GCC unroll 4
+      for (int c4 = 0; c4 < 4; ++c4) {
+        const int cc = 4 * kS + c4;
+        const uint8_t* line = q + 3 * 64 * (8 * kH + cc);
+        const __m512i A = load_line(line), B = load_line(line + 64), H = load_line(line + 128);
+        const __m512i t0 = _mm512_and_si512(_mm512_slli_epi16(H, 4), m_hi);
+        const __m512i t1 = _mm512_and_si512(_mm512_slli_epi16(H, 2), m_hi);
+        const __m512i t2 = _mm512_and_si512(H, m_hi);
+        const __m512i t3 = _mm512_and_si512(_mm512_srli_epi16(H, 2), m_hi);
+        const __m512i w0 = nib_or(A, m_lo, t0), w1 = nib_or(B, m_lo, t1);
+        const __m512i w2 = nib_or(_mm512_srli_epi16(A, 4), m_lo, t2);
+        const __m512i w3 = nib_or(_mm512_srli_epi16(B, 4), m_lo, t3);
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; ++i) {
+          const int8_t* x = acts[i].q + b * acts[i].block_bytes + 128 * kH + 4 * cc;
+          p[i][0] = dpbusd_bcst(p[i][0], w0, x);
+          p[i][1] = dpbusd_bcst(p[i][1], w1, x + 32);
+          p[i][2] = dpbusd_bcst(p[i][2], w2, x + 64);
+          p[i][3] = dpbusd_bcst(p[i][3], w3, x + 96);
+        }
+      }
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        const __m512i sc = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 16 * (8 * kH + kS + 2 * k))));
+#pragma GCC unroll 8
+        for (int i = 0; i < NT; ++i) total[i] = _mm512_add_epi32(total[i], _mm512_mullo_epi32(p[i][k], sc));
+      }
+    }
+    const __m512 dw = f16x16(sm + 256);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(acts[i].d[b]));
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total[i]), dd, acc[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
+}
+
+template <int NT> struct Q5KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q5_K_n<NT>(g, nb, a, o); } };
+template <int NT> struct Q6KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q6_K_n<NT>(g, nb, a, o); } };
+void q5_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  if (nt == 1) return q5_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
+  any_nt<Q5KN>(g, nb, a, nt, out);
+}
+void q6_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  if (nt == 1) return q6_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
+  any_nt<Q6KN>(g, nb, a, nt, out);
+}
+
 }  // namespace
 
 const Kernels& avx512_kernels() {
-  static const Kernels k{q4_0, q4_1, q8_0, q4_K, f16_group_avx512, q5_K, q6_K, q4_1_bs, q8_0_bs};
+  static const Kernels k{q4_0, q4_1, q8_0, q4_K, f16_group_avx512, q5_K, q6_K,
+                         q4_1_bs, q8_0_bs, q4_0_multi, q4_K_multi, q5_K_multi, q6_K_multi};
   return k;
 }
 

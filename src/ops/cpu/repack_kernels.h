@@ -24,16 +24,20 @@ struct Act {
 // One group of 16 rows: out[r] for r < 16 (padding rows included).
 using GroupKernelFn = void (*)(const uint8_t* group, int64_t nb, const Act& a, float* out);
 
-// Block sums (repack.h, TensorView::block_sums): nt <= kBlockSumTokens tokens of one group
-// per call, the group's weights unpacked once for all of them; out[i * 16 + r] for token i.
-// Each token's lanes are computed exactly as in a call with that token alone.
-constexpr int kBlockSumTokens = 4;
+// Several tokens against one group: nt <= kMultiTokens tokens per call, the group's weights
+// loaded and unpacked once for all of them; out[i * 16 + r] for token i. Each token's lanes are
+// computed exactly as in a call with that token alone. Block sums (repack.h,
+// TensorView::block_sums) for Q4_1 / Q8_0; for Q4_0 and the K-quants the single-token kernel's
+// own order.
+constexpr int kMultiTokens = 4;
 using GroupMultiFn = void (*)(const uint8_t* group, int64_t nb, const Act* a, int nt, float* out);
 
 struct Kernels {
   GroupKernelFn q4_0 = nullptr, q4_1 = nullptr, q8_0 = nullptr, q4_K = nullptr, f16 = nullptr;
   GroupKernelFn q5_K = nullptr, q6_K = nullptr;
   GroupMultiFn q4_1_bs = nullptr, q8_0_bs = nullptr;  // block sums
+  GroupMultiFn q4_0_n = nullptr, q4_K_n = nullptr;    // the single-token kernels' order,
+  GroupMultiFn q5_K_n = nullptr, q6_K_n = nullptr;    // several tokens per call
 };
 
 // The F16 group kernel (nb = ne0: one "block" per column); defined in repack_f16_avx512.cpp.
