@@ -3,8 +3,9 @@
 
 Starts `hotcold serve -m MODEL --parallel P -c (P x CTX) FLAGS...` on a free port, sends every
 prompt at once as a greedy /v1/completions request (the slots decode together), runs
-`hotcold run -m MODEL -p PROMPT -n N --temp 0 -c CTX FLAGS...` for each prompt, and compares
-the texts. Prints one JSON object: {"equal": bool, "requests": n, "errors": n,
+`hotcold run -m MODEL -p PROMPT -n N --temp 0 -c CTX --decode-kernels fast FLAGS...` for each
+prompt (serve's default decode kernels, unless FLAGS name --decode-kernels), and compares the
+texts. Prints one JSON object: {"equal": bool, "requests": n, "errors": n,
 "tokens_per_s": generated tokens / wall time of the concurrent requests, "device_kv_mib": ...,
 "device_neuron_share": ..., "mismatches": [...]}. Exit status 0 when every text matched, 1
 otherwise, 2 on a usage error. Uses only the standard library (runs on the GPU machine).
@@ -78,6 +79,8 @@ def main() -> int:
     a = ap.parse_args()
     prompts = a.prompt or DEFAULT_PROMPTS
     flags = [str(f) for f in a.flags]
+    # serve's default decode kernels (block sums, docs/SERVER.md) unless the flags name others.
+    run_kernels = [] if "--decode-kernels" in flags else ["--decode-kernels", "fast"]
     serve = [a.bin, "serve", "-m", a.model, "--host", "127.0.0.1", "--port", "0", "-t",
              str(a.threads), "--parallel", str(a.parallel), "-c", str(a.parallel * a.ctx), *flags]
     proc, url, log = start_server(serve)
@@ -106,7 +109,8 @@ def main() -> int:
         # run prints the model's bytes as they are; the server's text is complete UTF-8 with
         # U+FFFD for bytes that can never be (a random model's output may contain them).
         want = subprocess.run([a.bin, "run", "-m", a.model, "-p", p, "-n", str(a.n_predict),
-                               "--temp", "0", "-c", str(a.ctx), "-t", str(a.threads), *flags],
+                               "--temp", "0", "-c", str(a.ctx), "-t", str(a.threads), *run_kernels,
+                               *flags],
                               capture_output=True, text=True, errors="replace", timeout=600)
         got = r.get("choices", [{}])[0].get("text")
         if want.returncode != 0 or got != want.stdout.removesuffix("\n"):
