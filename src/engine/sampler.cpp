@@ -49,12 +49,18 @@ void CandidateList::sort() {
   sorted = true;
 }
 
+namespace {
+bool penalties_apply(std::span<const int32_t> recent, int last_n, float repeat_penalty,
+                     float frequency_penalty, float presence_penalty) {
+  return last_n != 0 && !recent.empty() &&
+         (repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
+}
+}  // namespace
+
 void apply_penalties(CandidateList* c, std::span<const int32_t> recent, int last_n,
                      float repeat_penalty, float frequency_penalty, float presence_penalty) {
-  if (last_n == 0 || recent.empty() ||
-      (repeat_penalty == 1.0f && frequency_penalty == 0.0f && presence_penalty == 0.0f)) {
+  if (!penalties_apply(recent, last_n, repeat_penalty, frequency_penalty, presence_penalty))
     return;
-  }
   if (last_n > 0 && recent.size() > static_cast<size_t>(last_n)) {
     recent = recent.subspan(recent.size() - last_n);
   }
@@ -156,6 +162,20 @@ size_t Sampler::draw(CandidateList& c) {
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> recent_tokens) {
   HC_CHECK(!logits.empty());
   const SamplerParams& p = params_;
+  if (p.temp <= 0.0f && !penalties_apply(recent_tokens, p.repeat_last_n, p.repeat_penalty,
+                                         p.frequency_penalty, p.presence_penalty)) {
+    // Greedy on the logits as they are: argmax_index's choice (the first of equal maxima, NaN
+    // never) without building the candidate list (a 49k vocabulary per token and slot).
+    size_t best = 0;
+    float bl = std::isnan(logits[0]) ? -std::numeric_limits<float>::infinity() : logits[0];
+    for (size_t i = 1; i < logits.size(); ++i) {
+      if (logits[i] > bl) {  // false for NaN
+        bl = logits[i];
+        best = i;
+      }
+    }
+    return static_cast<int32_t>(best);
+  }
   cur_.assign(logits);
   apply_penalties(&cur_, recent_tokens, p.repeat_last_n, p.repeat_penalty,
                   p.frequency_penalty, p.presence_penalty);

@@ -215,6 +215,31 @@ TEST(Sampler, DeterministicForASeed) {
   EXPECT_EQ(s.sample(logits, {}), first);
 }
 
+// Greedy without penalties skips the candidate list: the same choice as with it (a penalty
+// that changes nothing forces the full path) on ties, NaN, -inf and random logits.
+TEST(Sampler, GreedyFastPathEqualsTheCandidateListPath) {
+  SamplerParams fast_p = plain(0.0f), full_p = plain(0.0f);
+  full_p.presence_penalty = 1e-30f;  // active, but too small to move any logit here
+  full_p.repeat_last_n = 1;
+  Sampler fast(fast_p), full(full_p);
+  const std::vector<int32_t> recent = {0};
+  std::vector<std::vector<float>> cases = {
+      {NAN, NAN, NAN}, {-INFINITY, -INFINITY}, {NAN, -INFINITY, 2.0f, 2.0f}, {1.0f, NAN, 1.0f},
+      {3.0f}, {-1.0f, -1.0f, -0.5f, -0.5f}};
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> lvl(-8, 8);
+  for (int n = 0; n < 50; ++n) {
+    std::vector<float> v(200);
+    for (float& x : v) x = 0.25f * lvl(rng);  // many ties
+    cases.push_back(v);
+  }
+  for (const auto& c : cases) {
+    std::vector<float> shifted = c;  // token 0 is the penalised one: keep it out of the top
+    shifted[0] = shifted.size() > 1 ? NAN : shifted[0];
+    EXPECT_EQ(fast.sample(shifted, {}), full.sample(shifted, recent));
+  }
+}
+
 TEST(Sampler, NanLogitsAreNeverChosen) {
   Sampler s(plain(1.0f));
   std::vector<float> logits = {NAN, 0.0f, NAN};
