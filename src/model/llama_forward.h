@@ -34,7 +34,8 @@ struct ForwardScratch {
   float* up = nullptr;          // [n_tok, n_ff]
   std::vector<float> rope;      // [n_tok, n_rot] cos/sin pairs per position
   std::vector<float> att_blk;   // attention_batch scratch (prompt batches)
-  std::vector<fp16_t> v16;      // [kv_dim] one token's V in fp16 before the transposed store
+  std::vector<fp16_t> v16;      // [threads, kv_dim] a token's V in fp16 before the transposed
+                                // store, one row per thread of the RoPE / store split
   std::vector<float> att_tmp;   // [n_threads, 2 * n_kv_pad] attention scores per thread
   ops::MatmulInput in;          // current matmul input, quantised once per dot type
   // Activation-sparse FFN (model/sparse_ffn.h), or null for the dense FFN; its buffers and
