@@ -348,6 +348,55 @@ inline __m512i k4_min_sum(const uint8_t* sm, const Act& a, int64_t b) {
   return msum;
 }
 
+// Q4_K / Q5_K, NT tokens: sub-blocks 2p (lo) and 2p + 1 (hi) of one super-block, line c's
+// weights from unpack(c, &lo, &hi) once for all tokens; per token q4_K's / q5_K_pair's integer
+// steps: the pair's sums scaled by the sub-blocks' scales into lo_sum / hi_sum.
+template <int NT, class Unpack>
+inline void k4_pair_n(int pr, Unpack unpack, const Act* acts, int64_t b, const uint8_t* sm,
+                      __m512i* lo_sum, __m512i* hi_sum) {
+  __m512i slo[NT], shi[NT];
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) slo[i] = shi[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    __m512i lo, hi;
+    unpack(c, &lo, &hi);
+#pragma GCC unroll 8
+    for (int i = 0; i < NT; ++i) {
+      const int8_t* aq = acts[i].q + b * acts[i].block_bytes;
+      slo[i] = dpbusd_bcst(slo[i], lo, aq + 64 * pr + 4 * c);
+      shi[i] = dpbusd_bcst(shi[i], hi, aq + 64 * pr + 32 + 4 * c);
+    }
+  }
+  const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr)));
+  const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr + 16)));
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) {
+    lo_sum[i] = _mm512_add_epi32(lo_sum[i], _mm512_mullo_epi32(slo[i], s0));
+    hi_sum[i] = _mm512_add_epi32(hi_sum[i], _mm512_mullo_epi32(shi[i], s1));
+  }
+}
+
+// Q4_K / Q5_K, NT tokens: a super-block's float steps per token, as q4_K (kHigh16: the high
+// nibbles were used in place, so isum = 16 lo + hi and the scale is divided by 16) or q5_K.
+template <int NT, bool kHigh16>
+inline void k4_finish_n(const __m512i* lo_sum, const __m512i* hi_sum, const uint8_t* sm,
+                        const Act* acts, int64_t b, __m512* acc) {
+  const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
+#pragma GCC unroll 8
+  for (int i = 0; i < NT; ++i) {
+    const __m512i isum = kHigh16 ? _mm512_add_epi32(_mm512_slli_epi32(lo_sum[i], 4), hi_sum[i])
+                                 : _mm512_add_epi32(lo_sum[i], hi_sum[i]);
+    const __m512i msum = k4_min_sum(sm, acts[i], b);
+    const __m512 da = _mm512_set1_ps(acts[i].d[b]);
+    const __m512 dd = kHigh16 ? _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_set1_ps(0.0625f))
+                              : _mm512_mul_ps(dw, da);
+    const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmw, da));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i]);
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i]);
+  }
+}
+
 // q4_K for NT tokens: each line loaded and masked once, the scales and mins once per
 // super-block; per token exactly q4_K's operations (every token's lanes are q4_K's bits).
 template <int NT>
@@ -365,40 +414,13 @@ void q4_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
     for (int i = 0; i < NT; ++i) lo_sum[i] = hi_sum[i] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int pr = 0; pr < 4; ++pr) {
-      __m512i slo[NT], shi[NT];
-#pragma GCC unroll 8
-      for (int i = 0; i < NT; ++i) slo[i] = shi[i] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
+      k4_pair_n<NT>(pr, [&](int c, __m512i* lo, __m512i* hi) {
         const __m512i v = load_line(q + (pr * 8 + c) * 64);
-        const __m512i lo = _mm512_and_si512(v, m_lo), hi = _mm512_and_si512(v, m_hi);
-#pragma GCC unroll 8
-        for (int i = 0; i < NT; ++i) {
-          const int8_t* aq = acts[i].q + b * acts[i].block_bytes;
-          slo[i] = dpbusd_bcst(slo[i], lo, aq + 64 * pr + 4 * c);
-          shi[i] = dpbusd_bcst(shi[i], hi, aq + 64 * pr + 32 + 4 * c);
-        }
-      }
-      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr)));
-      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * pr + 16)));
-#pragma GCC unroll 8
-      for (int i = 0; i < NT; ++i) {
-        lo_sum[i] = _mm512_add_epi32(lo_sum[i], _mm512_mullo_epi32(slo[i], s0));
-        hi_sum[i] = _mm512_add_epi32(hi_sum[i], _mm512_mullo_epi32(shi[i], s1));
-      }
+        *lo = _mm512_and_si512(v, m_lo);
+        *hi = _mm512_and_si512(v, m_hi);
+      }, acts, b, sm, lo_sum, hi_sum);
     }
-    const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; ++i) {
-      const Act& a = acts[i];
-      const __m512i isum16 = _mm512_add_epi32(_mm512_slli_epi32(lo_sum[i], 4), hi_sum[i]);
-      const __m512i msum = k4_min_sum(sm, a, b);
-      const __m512 da = _mm512_set1_ps(a.d[b]);
-      const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_set1_ps(0.0625f));
-      const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmw, da));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum16), dd16, acc[i]);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i]);
-    }
+    k4_finish_n<NT, true>(lo_sum, hi_sum, sm, acts, b, acc);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
@@ -499,9 +521,8 @@ void q6_K(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   _mm512_storeu_ps(out, acc);
 }
 
-// q5_K for NT tokens: the qh lines and each nibble line loaded once, the fifth bits merged once
-// per line; per token exactly q5_K's operations (q5_K_pair's sums, k4_min_sum, the same float
-// steps).
+// q5_K for NT tokens: each nibble line loaded and its fifth bits merged once; per token
+// exactly q5_K's operations (q5_K_pair's sums, k4_min_sum, the same float steps).
 template <int NT>
 void q5_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
   const __m512i m_lo = _mm512_set1_epi8(0x0F), m_b4 = _mm512_set1_epi8(0x10);
@@ -517,47 +538,18 @@ void q5_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
     for (int i = 0; i < NT; ++i) lo_sum[i] = hi_sum[i] = _mm512_setzero_si512();
     auto pair = [&](auto kp) {
       constexpr int kP = decltype(kp)::value;
-      __m512i slo[NT], shi[NT];
-#pragma GCC unroll 8
-      for (int i = 0; i < NT; ++i) slo[i] = shi[i] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-      for (int c = 0; c < 8; ++c) {
+      k4_pair_n<NT>(kP, [&](int c, __m512i* lo, __m512i* hi) {
         const __m512i hb = _mm512_loadu_si512(q + 64 * c);
         const __m512i v = load_line(q + 8 * 64 + (kP * 8 + c) * 64);
-        const __m512i tlo = _mm512_and_si512(shift_bytes<4 - 2 * kP>(hb), m_b4);
-        const __m512i thi = _mm512_and_si512(shift_bytes<3 - 2 * kP>(hb), m_b4);
-        const __m512i wlo = nib_or(v, m_lo, tlo), whi = nib_or(_mm512_srli_epi16(v, 4), m_lo, thi);
-#pragma GCC unroll 8
-        for (int i = 0; i < NT; ++i) {
-          const int8_t* aq = acts[i].q + b * acts[i].block_bytes;
-          slo[i] = dpbusd_bcst(slo[i], wlo, aq + 64 * kP + 4 * c);
-          shi[i] = dpbusd_bcst(shi[i], whi, aq + 64 * kP + 32 + 4 * c);
-        }
-      }
-      const __m512i s0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * kP)));
-      const __m512i s1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sm + 32 * kP + 16)));
-#pragma GCC unroll 8
-      for (int i = 0; i < NT; ++i) {
-        lo_sum[i] = _mm512_add_epi32(lo_sum[i], _mm512_mullo_epi32(slo[i], s0));
-        hi_sum[i] = _mm512_add_epi32(hi_sum[i], _mm512_mullo_epi32(shi[i], s1));
-      }
+        *lo = nib_or(v, m_lo, _mm512_and_si512(shift_bytes<4 - 2 * kP>(hb), m_b4));
+        *hi = nib_or(_mm512_srli_epi16(v, 4), m_lo, _mm512_and_si512(shift_bytes<3 - 2 * kP>(hb), m_b4));
+      }, acts, b, sm, lo_sum, hi_sum);
     };
     pair(std::integral_constant<int, 0>{});
     pair(std::integral_constant<int, 1>{});
     pair(std::integral_constant<int, 2>{});
     pair(std::integral_constant<int, 3>{});
-    const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
-#pragma GCC unroll 8
-    for (int i = 0; i < NT; ++i) {
-      const Act& a = acts[i];
-      const __m512i isum = _mm512_add_epi32(lo_sum[i], hi_sum[i]);
-      const __m512i msum = k4_min_sum(sm, a, b);
-      const __m512 da = _mm512_set1_ps(a.d[b]);
-      const __m512 dd = _mm512_mul_ps(dw, da);
-      const __m512 dm = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(dmw, da));
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), dd, acc[i]);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(msum), dm, acc[i]);
-    }
+    k4_finish_n<NT, false>(lo_sum, hi_sum, sm, acts, b, acc);
   }
 #pragma GCC unroll 8
   for (int i = 0; i < NT; ++i) _mm512_storeu_ps(out + 16 * i, acc[i]);
