@@ -428,14 +428,6 @@ void q4_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
 
 template <int NT> struct Q40N { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_0_n<NT>(g, nb, a, o); } };
 template <int NT> struct Q4KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_K_n<NT>(g, nb, a, o); } };
-void q4_0_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
-  if (nt == 1) return q4_0(g, nb, a[0], out);  // the same bits; its loops fully unrolled
-  any_nt<Q40N>(g, nb, a, nt, out);
-}
-void q4_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
-  if (nt == 1) return q4_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
-  any_nt<Q4KN>(g, nb, a, nt, out);
-}
 
 // Q5_K: per super-block the 8 qh lines (kept in registers for the 4 pairs), then Q4_K's 32
 // nibble lines; one integer sum of sc_j * (q . x) and one of the mins, each scaled once.
@@ -622,20 +614,21 @@ void q6_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
 
 template <int NT> struct Q5KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q5_K_n<NT>(g, nb, a, o); } };
 template <int NT> struct Q6KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q6_K_n<NT>(g, nb, a, o); } };
-void q5_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
-  if (nt == 1) return q5_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
-  any_nt<Q5KN>(g, nb, a, nt, out);
-}
-void q6_K_multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
-  if (nt == 1) return q6_K(g, nb, a[0], out);  // the same bits; its loops fully unrolled
-  any_nt<Q6KN>(g, nb, a, nt, out);
+
+// A type's multi-token entry: one token runs the single-token kernel (the same bits, its loops
+// fully unrolled), more run K<NT>.
+template <GroupKernelFn kOne, template <int> class K>
+void multi(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
+  if (nt == 1) return kOne(g, nb, a[0], out);
+  any_nt<K>(g, nb, a, nt, out);
 }
 
 }  // namespace
 
 const Kernels& avx512_kernels() {
   static const Kernels k{q4_0, q4_1, q8_0, q4_K, f16_group_avx512, q5_K, q6_K,
-                         q4_1_bs, q8_0_bs, q4_0_multi, q4_K_multi, q5_K_multi, q6_K_multi};
+                         q4_1_bs, q8_0_bs, multi<q4_0, Q40N>, multi<q4_K, Q4KN>,
+                         multi<q5_K, Q5KN>, multi<q6_K, Q6KN>};
   return k;
 }
 
