@@ -17,7 +17,7 @@ struct TensorView {
   // stays valid either way; kernels that know the layout read this instead.
   const void* packed = nullptr;
   // With `packed` only: Q4_1 / Q8_0 products in block sums (ops/cpu/repack.h) instead of
-  // ggml's order; the model's LoadOptions::decode_kernels sets it. Other types ignore it.
+  // ggml's order; the model's LoadOptions::block_sums sets it. Other types ignore it.
   bool block_sums = false;
 
   static TensorView make(GgmlType t, const void* d, int64_t ne0, int64_t ne1) {

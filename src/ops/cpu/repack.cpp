@@ -502,8 +502,9 @@ struct ActBufs {
 constexpr int64_t kChunkBytes = 256 << 10;
 constexpr int64_t kTokenTile = 16;
 
-// Groups [g0, g1) for every token. Per (group, token) the kernel call is the same whatever
-// n_tok is, so each token's rows are bit-identical to a one-token call.
+// Groups [g0, g1) for every token. Per (group, token) the operations are the same whatever
+// n_tok is (a multi-token kernel does each token's as its single-token call, multi_for), so
+// each token's rows are bit-identical to a one-token call.
 void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, int64_t g0,
                 int64_t g1, GroupKernelFn kern, GroupMultiFn multi, ActBufs& bufs) {
   const int64_t gb = group_bytes(w.type, w.ne0);
@@ -523,7 +524,7 @@ void run_groups(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
       bufs.act[i] = prepare_act(w.type, xq + (t0 + i) * xrb, w.ne0, bufs.tok[i]);
     for (int64_t c0 = g0; c0 < g1; c0 += chunk) {
       const int64_t c1 = std::min(g1, c0 + chunk);
-      if (multi) {  // block sums: kMultiTokens tokens per pass over a group
+      if (multi) {  // kMultiTokens tokens per pass over a group, unpacked once for them
         alignas(64) float outn[kMultiTokens * kRepackRows];
         for (int64_t i0 = 0; i0 < nt; i0 += kMultiTokens) {
           const int n = static_cast<int>(std::min<int64_t>(kMultiTokens, nt - i0));

@@ -103,8 +103,9 @@ void repack_unpack_row(const TensorView& w, int64_t r, uint8_t* dst);
 
 // y[t * w.ne1 + r] = W[r] . x[t] for t < n_tok, from the layout at w.packed; xq as matmul's
 // quantised activation rows. Threads split the groups; each runs an L2-sized chunk of its
-// groups for every token before the next chunk, so the weights are streamed once per call,
-// and each (group, token) is computed as in a one-token call: every token's row is
+// groups for every token before the next chunk, so the weights are streamed once per call;
+// Q4_0, the K-quants and block sums take 4 tokens per group call, each block unpacked once for
+// them. Each (group, token) is computed as in a one-token call: every token's row is
 // bit-identical to repack_matmul on that token alone. HC_CHECK: repack_available(w.type).
 void repack_matmul(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y,
                    ThreadPool& pool);
