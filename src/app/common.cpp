@@ -30,7 +30,7 @@ void add_model_flags(ArgParser& p, ModelFlags* f) {
                "exact | fast: Q4_1 / Q8_0 matrix-vector products in ggml's order (llama.cpp's "
                "results at batch 1) or in one integer sum per block (faster; tokens of a batch "
                "share each unpacked block; every token's result still independent of the "
-               "batch). Default: exact, serve: fast");
+               "batch; serve uses fast unless told exact)");
   p.add_flag("-v,--verbose", &f->verbose, "print debug logs");
 }
 
