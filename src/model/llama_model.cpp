@@ -291,8 +291,9 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::load(const std::string& pa
     HC_TRY(model->convert_predictors(*opt.predictor_type).with_context("'" + path + "'"));
   model->keep_ffn_rows_ = opt.sparse_ffn;
   model->keep_gate_rows_ = opt.sparse_gate;
+  model->block_sums_ = opt.block_sums;
   if (opt.repack) {
-    model->repack_weights(/*drop_pages=*/true, opt.block_sums);
+    model->repack_weights(/*drop_pages=*/true);
     // The matrices are read from their copies now; only the small F32 vectors still were read
     // from the file, and each read faults in its neighbourhood too: 64 KiB of fault-around, or
     // a whole large folio where the page cache holds them (up to 2 MiB per vector). Copy them
@@ -342,7 +343,7 @@ Status LlamaModel::convert_predictors(GgmlType t) {
   return Status::Ok();
 }
 
-void LlamaModel::repack_weights(bool drop_pages, bool block_sums) {
+void LlamaModel::repack_weights(bool drop_pages) {
   std::vector<TensorView*> mats = {&w_.output};
   for (auto& L : w_.layers) {
     for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.fc1, &L.fc2}) mats.push_back(t);
@@ -371,11 +372,10 @@ void LlamaModel::repack_weights(bool drop_pages, bool block_sums) {
     }
   }
   for (const std::vector<TensorView*>& g : groups)
-    if (!repack_group(g, drop_pages, block_sums)) return;
+    if (!repack_group(g, drop_pages)) return;
 }
 
-bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pages,
-                              bool block_sums) {
+bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pages) {
   const TensorView& t0 = *mats[0];
   if (t0.empty() || !ops::repack_available(t0.type) || t0.packed || t0.ne1 < ops::kRepackRows)
     return true;
@@ -400,10 +400,10 @@ bool LlamaModel::repack_group(const std::vector<TensorView*>& mats, bool drop_pa
     ops::repack_groups(*t, 0, (t->ne1 + ops::kRepackRows - 1) / ops::kRepackRows, dst);
     const void* orig = t->data;
     t->packed = dst;
-    t->block_sums = block_sums;
+    t->block_sums = block_sums_;
     if (w_.token_embd.data == orig) {  // tied embeddings
       w_.token_embd.packed = dst;
-      w_.token_embd.block_sums = block_sums;
+      w_.token_embd.block_sums = block_sums_;
     }
     if (drop_pages) {
       // Release the original's whole pages from this process (they stay in the page cache and
@@ -447,7 +447,8 @@ Result<std::shared_ptr<const LlamaModel>> LlamaModel::from_gguf(GgufFile file, b
   if (!tok.ok()) return tok.status().with_context("tokenizer");
   model->tok_.emplace(std::move(tok).value());
   HC_TRY(model->bind_weights());
-  if (repack) model->repack_weights(/*drop_pages=*/false, block_sums);
+  model->block_sums_ = block_sums;
+  if (repack) model->repack_weights(/*drop_pages=*/false);
   return std::shared_ptr<const LlamaModel>(std::move(model));
 }
 

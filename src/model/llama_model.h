@@ -211,9 +211,9 @@ class LlamaModel {
   Status bind_weights();
   Status bind_experts(int il);  // layer il's router and experts (hp_.is_moe())
   // Repacks every eligible matrix; drop_pages: release the mmapped originals' pages.
-  void repack_weights(bool drop_pages, bool block_sums);
+  void repack_weights(bool drop_pages);
   // Repacks matrices of one type and shape into one mapping; false when it cannot be mapped.
-  bool repack_group(const std::vector<TensorView*>& mats, bool drop_pages, bool block_sums);
+  bool repack_group(const std::vector<TensorView*>& mats, bool drop_pages);
   // Copies the F32 vectors (norms, rope factors) into vectors_ and points the weights there;
   // `file`: the mapping to release after each vector (empty: keep its pages).
   void copy_vectors(std::span<const uint8_t> file);
@@ -230,6 +230,7 @@ class LlamaModel {
   uint64_t repacked_bytes_ = 0;
   bool keep_ffn_rows_ = false;  // LoadOptions::sparse_ffn
   bool keep_gate_rows_ = false;  // LoadOptions::sparse_gate
+  bool block_sums_ = false;      // LoadOptions::block_sums
 };
 
 }  // namespace hc

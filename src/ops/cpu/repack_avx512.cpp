@@ -92,34 +92,6 @@ void k32(const uint8_t* g, int64_t nb, const Act& a, float* out) {
   _mm512_storeu_ps(out, r);
 }
 
-// Q4_0 in a shorter order than ggml's (llama.cpp repacks Q4_0 as well): one integer sum per
-// block, started at -8 * (sum of the block's activation levels), then one convert and one FMA.
-// The high nibbles stay in place (v & 0xF0 = 16 * q), so the sum is kept as 16x and the scale
-// divided by 16 (exact).
-void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) {
-  const Pairs32 pr = pairs32(GgmlType::Q4_0, nb);
-  const __m512i m_lo = _mm512_set1_epi8(0x0F), m_hi = _mm512_set1_epi8(static_cast<char>(0xF0));
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* q = g + pr.quants(b);
-    const uint8_t* sc = g + pr.scales(b);
-    const int8_t* aq = a.q + b * a.block_bytes;
-    prefetch_block(q, 4, sc, (b & 1) == 0);
-    __m512i plo = _mm512_set1_epi32(a.corr_sum[b]), phi = _mm512_setzero_si512();
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512i v = _mm512_loadu_si512(q + 64 * c);
-      plo = _mm512_dpbusd_epi32(plo, _mm512_and_si512(v, m_lo), bcst4(aq + 4 * c));
-      phi = _mm512_dpbusd_epi32(phi, _mm512_and_si512(v, m_hi), bcst4(aq + 16 + 4 * c));
-    }
-    const __m512 dd16 = _mm512_mul_ps(_mm512_mul_ps(f16x16(sc), _mm512_set1_ps(a.d[b])),
-                                      _mm512_set1_ps(0.0625f));
-    const __m512i p16 = _mm512_add_epi32(_mm512_slli_epi32(plo, 4), phi);
-    acc = _mm512_fmadd_ps(dd16, _mm512_cvtepi32_ps(p16), acc);
-  }
-  _mm512_storeu_ps(out, acc);
-}
-
 void q4_1(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32<4, false, true>(g, nb, a, out); }
 void q8_0(const uint8_t* g, int64_t nb, const Act& a, float* out) { k32<8, true, false>(g, nb, a, out); }
 
@@ -154,8 +126,11 @@ void any_nt(const uint8_t* g, int64_t nb, const Act* a, int nt, float* out) {
     default: return K<4>::run(g, nb, a, out);
   }
 }
-// q4_0 for NT tokens: each block's lines loaded and masked once; per token exactly q4_0's
-// operations (so every token's lanes are q4_0's bits).
+// Q4_0 in a shorter order than ggml's (llama.cpp repacks Q4_0 as well): one integer sum per
+// block, started at -8 * (sum of the block's activation levels), then one convert and one FMA.
+// The high nibbles stay in place (v & 0xF0 = 16 * q), so the sum is kept as 16x and the scale
+// divided by 16 (exact). NT tokens per call: each block's lines loaded and masked once, then
+// each token's operations as with NT = 1 (the single-token kernel, q4_0).
 template <int NT>
 void q4_0_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
   const Pairs32 pr = pairs32(GgmlType::Q4_0, nb);
@@ -383,11 +358,18 @@ template <int NT, bool kHigh16>
 inline void k4_finish_n(const __m512i* lo_sum, const __m512i* hi_sum, const uint8_t* sm,
                         const Act* acts, int64_t b, __m512* acc) {
   const __m512 dw = f16x16(sm + 256), dmw = f16x16(sm + 288);
+  __m512i mn[4];  // k4_min_sum's (mn_2p, mn_2p+1) word pairs, converted once for the tokens
+#pragma GCC unroll 4
+  for (int pr = 0; pr < 4; ++pr)
+    mn[pr] = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sm + 128 + 32 * pr)));
 #pragma GCC unroll 8
   for (int i = 0; i < NT; ++i) {
     const __m512i isum = kHigh16 ? _mm512_add_epi32(_mm512_slli_epi32(lo_sum[i], 4), hi_sum[i])
                                  : _mm512_add_epi32(lo_sum[i], hi_sum[i]);
-    const __m512i msum = k4_min_sum(sm, acts[i], b);
+    __m512i msum = _mm512_setzero_si512();  // k4_min_sum's sum
+#pragma GCC unroll 4
+    for (int pr = 0; pr < 4; ++pr)
+      msum = _mm512_dpwssd_epi32(msum, mn[pr], _mm512_set1_epi32(acts[i].corr[b * 8 + pr]));
     const __m512 da = _mm512_set1_ps(acts[i].d[b]);
     const __m512 dd = kHigh16 ? _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_set1_ps(0.0625f))
                               : _mm512_mul_ps(dw, da);
@@ -427,6 +409,7 @@ void q4_K_n(const uint8_t* g, int64_t nb, const Act* acts, float* out) {
 }
 
 template <int NT> struct Q40N { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_0_n<NT>(g, nb, a, o); } };
+void q4_0(const uint8_t* g, int64_t nb, const Act& a, float* out) { q4_0_n<1>(g, nb, &a, out); }
 template <int NT> struct Q4KN { static void run(const uint8_t* g, int64_t nb, const Act* a, float* o) { q4_K_n<NT>(g, nb, a, o); } };
 
 // Q5_K: per super-block the 8 qh lines (kept in registers for the 4 pairs), then Q4_K's 32
