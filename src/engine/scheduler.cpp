@@ -176,7 +176,7 @@ Result<std::unique_ptr<Scheduler>> Scheduler::create(std::shared_ptr<const Llama
     device.dynamic->attach(s->scratch_.moe);
   }
   s->device_ = std::move(device);
-  if (s->per_slot_decode()) s->mixed_ = false;  // every pass is one slot's own
+  if (s->separate_prompt_passes()) s->mixed_ = false;
   s->start();
   return s;
 }
@@ -517,7 +517,7 @@ void Scheduler::collect_steps() {
   for (auto& sp : slots_) {
     Slot& s = *sp;
     if (s.state != Slot::State::kDecode) continue;
-    steps_.push_back({&s.cache, static_cast<int>(s.history.size()), s.pending});
+    steps_.push_back({&s.cache, static_cast<int>(s.history.size()), s.pending, s.ds.get()});
     step_slots_.push_back(&s);
   }
 }
@@ -553,20 +553,15 @@ void Scheduler::decode_all() {
   if (steps_.empty()) return;
   const double t0 = seconds_now();
   Status st;
-  if (per_slot_decode()) {
-    // Each slot's step over the device placement with its own session (run's arithmetic).
-    const int64_t n_vocab = model_->hparams().n_vocab;
-    logits_.resize(steps_.size() * static_cast<size_t>(n_vocab));
-    for (size_t i = 0; i < steps_.size() && st.ok(); ++i) {
-      const int32_t tok[1] = {steps_[i].token};
-      st = forward_slot(*step_slots_[i], tok, steps_[i].pos, &step_logits_);
-      if (st.ok())
-        std::copy(step_logits_.begin(), step_logits_.begin() + n_vocab,
-                  logits_.begin() + static_cast<int64_t>(i) * n_vocab);
-    }
-  } else {
-    st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
-  }
+  // One pass for every generating slot; with a device, each step's row over the placement
+  // with its own slot's session (its device KV), the first slot's session carrying the batch:
+  // every row gets its one-token decode's arithmetic, so the output is still run's.
+  scratch_.device = device_.model ? step_slots_.front()->ds.get() : nullptr;
+  if (device_.dynamic) device_.dynamic->begin_call(static_cast<int64_t>(steps_.size()));
+  st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
+  // Between forward passes: the dynamic sparsity may migrate (no pass of any slot runs now).
+  if (device_.dynamic && st.ok()) st = device_.dynamic->end_call();
+  scratch_.device = nullptr;
   decoded(st, t0, seconds_now(), logits_.data());
 }
 

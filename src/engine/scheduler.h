@@ -23,12 +23,14 @@
 // Reuse is cut to the prompt-processing grid, so it changes no result.
 //
 // Hybrid serving (create() with a DeviceModel): every slot also has its own DeviceSession (its
-// device KV cache and buffers, charged to the device's budget), and every forward pass of a
-// slot (prompt chunks and decode steps) runs llama_forward over the device placement with that
-// session, one slot at a time: the arithmetic of `hotcold run` with the same flags, so greedy
-// output equals run's. Dynamic sparsity (--dynamic / --migrate) watches every slot's passes and
-// migrates between them. With attention layers on the device the slots still keep their own
-// prefixes, but the host store of earlier prefixes is off (device KV is not copied out).
+// device KV cache and buffers, charged to the device's budget). A slot's prompt chunks run
+// llama_forward over the device placement with its session; the decode steps of all generating
+// slots run in one llama_forward_multi pass over the placement, each step with its own slot's
+// session (its device KV), every row with the device operations of its one-token decode: the
+// arithmetic of `hotcold run` with the same flags, so greedy output equals run's. Dynamic
+// sparsity (--dynamic / --migrate) watches every pass and migrates between them. With
+// attention layers on the device, a prefix saved to the host store carries its device layers'
+// KV (DeviceSession::kv_to_host / kv_from_host).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -202,11 +204,11 @@ class Scheduler {
   Scheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
             const SchedulerParams& params, NoStart);
   void start();
-  // One forward pass of one slot (prefill chunks; decode steps with a device or dynamic
-  // sparsity): its device session, the dynamic sparsity's call bracket.
+  // One prompt pass of one slot: its device session, the dynamic sparsity's call bracket.
   Status forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
                       std::vector<float>* logits);
-  bool per_slot_decode() const { return device_.model || device_.dynamic; }
+  // Prompt chunks run as their own passes (llama_forward_mixed is for the dense host model).
+  bool separate_prompt_passes() const { return device_.model || device_.dynamic; }
   void worker();
   bool admit_locked();                  // queue -> free slots
   void setup_slot(Slot& slot);          // a new request's cached prefix (prompt cache)
@@ -243,7 +245,6 @@ class Scheduler {
   // without a device or dynamic sparsity.
   bool mixed_ = false;
   std::vector<float> logits_;
-  std::vector<float> step_logits_;  // one slot's decode step (per-slot decode)
   // Tokens sampled for requests (worker thread only; stats_.generated_tokens is its copy as of
   // the last decode step or release, so the worker takes no lock per token).
   uint64_t n_sampled_ = 0;

@@ -433,7 +433,7 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::up, ff, "activations (up)");
   }
   if (n.hot) {
-    fn(&DeviceSession::idx, static_cast<uint64_t>(hp.n_ff) * sizeof(int32_t), "hot index");
+    fn(&DeviceSession::idx, T * hp.n_ff * sizeof(int32_t), "hot index");
     fn(&DeviceSession::fire, T * hp.n_ff, "hot firing mask");
   }
   if (n.moe) {
@@ -597,7 +597,7 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   s->h_x = static_cast<float*>(hx);
   s->h_out = static_cast<float*>(ho);
   if (needs.hot) {
-    HC_ASSIGN_OR_RETURN(void* hidx, s->host_alloc(static_cast<uint64_t>(hp.n_ff) * 4));
+    HC_ASSIGN_OR_RETURN(void* hidx, s->host_alloc(T * hp.n_ff * sizeof(int32_t)));
     HC_ASSIGN_OR_RETURN(void* hfire, s->host_alloc(T * hp.n_ff));
     s->h_idx = static_cast<int32_t*>(hidx);
     s->h_fire = static_cast<uint8_t*>(hfire);

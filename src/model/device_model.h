@@ -190,7 +190,9 @@ class DeviceSession {
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
   float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
-  int32_t* idx = nullptr;  // [n_ff] hot local indices (predictor mode)
+  // Hot local indices (predictor mode): [n_ff] for a sequence's union list, up to
+  // [max_tokens, n_ff] for independent decode steps' own lists, one after the other.
+  int32_t* idx = nullptr;
   uint8_t* fire = nullptr;  // [max_tokens, n_ff]
   // Mixture of experts (hybrid_moe_ffn), for up to max_tokens * k routes to the device's
   // experts: each route's token, its output row and its weight, grouped by expert; the

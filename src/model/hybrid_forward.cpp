@@ -1,5 +1,6 @@
 #include "model/hybrid_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -27,17 +28,22 @@ Status DeviceResidual::to_host(float* x_host, int64_t n) {
 }
 
 void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
-                      int pos0) {
+                      int pos0, std::span<const SeqStep> steps) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
+  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  const bool per_row = !steps.empty();
+  const auto mm = [&](const TensorView& w, const float* x, float* y) {
+    if (per_row) dev.matmul_rows(w, x, n_tok, y);
+    else dev.matmul(w, x, n_tok, y);
+  };
   dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.attn_norm.data), n_tok, hp.n_embd,
               hp.rms_eps);
-  dev.matmul(d.wq, ds.xb, n_tok, ds.q);
-  dev.matmul(d.wk, ds.xb, n_tok, ds.k);
-  dev.matmul(d.wv, ds.xb, n_tok, ds.v);
-  const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
+  mm(d.wq, ds.xb, ds.q);
+  mm(d.wk, ds.xb, ds.k);
+  mm(d.wv, ds.xb, ds.v);
   if (!d.bq.empty()) dev.add_rows(ds.q, static_cast<const float*>(d.bq.data), n_tok, q_dim);
   if (!d.bk.empty()) dev.add_rows(ds.k, static_cast<const float*>(d.bk.data), n_tok, kv_dim);
   if (!d.bv.empty()) dev.add_rows(ds.v, static_cast<const float*>(d.bv.data), n_tok, kv_dim);
@@ -48,30 +54,45 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
                 hp.head_dim, hp.rms_eps);
   }
   const float ts = model.rope_theta_scale();
-  dev.rope(ds.q, n_tok, hp.n_head, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
-           ds.dm().rope_freqs(), hp.rope_neox);
-  dev.rope(ds.k, n_tok, hp.n_head_kv, hp.head_dim, hp.n_rot, pos0, ts, hp.rope_freq_scale,
-           ds.dm().rope_freqs(), hp.rope_neox);
-  dev.kv_store(ds.k, ds.v, n_tok, pos0, kv_dim, ds.n_ctx(), ds.k_cache(il), ds.v_cache(il));
-  const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, ds.n_ctx()};
-  dev.attention(ds.q, ds.k_cache(il), ds.v_cache(il), pos0, n_tok, shape,
-                1.0f / std::sqrt(static_cast<float>(hp.head_dim)), ds.att);
-  dev.matmul(d.wo, ds.att, n_tok, ds.proj);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  // RoPE, the KV store and attention of rows [t0, t0 + n) at pos.. of session kv's cache.
+  const auto attend = [&](int64_t t0, int64_t n, int pos, DeviceSession& kv) {
+    float *q = ds.q + t0 * q_dim, *k = ds.k + t0 * kv_dim;
+    dev.rope(q, n, hp.n_head, hp.head_dim, hp.n_rot, pos, ts, hp.rope_freq_scale,
+             ds.dm().rope_freqs(), hp.rope_neox);
+    dev.rope(k, n, hp.n_head_kv, hp.head_dim, hp.n_rot, pos, ts, hp.rope_freq_scale,
+             ds.dm().rope_freqs(), hp.rope_neox);
+    dev.kv_store(k, ds.v + t0 * kv_dim, n, pos, kv_dim, kv.n_ctx(), kv.k_cache(il),
+                 kv.v_cache(il));
+    const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, kv.n_ctx()};
+    dev.attention(q, kv.k_cache(il), kv.v_cache(il), pos, n, shape, scale, ds.att + t0 * q_dim);
+  };
+  if (!per_row) {
+    attend(0, n_tok, pos0, ds);
+  } else {
+    // Each step as its one-token decode: its own position, cache and attention call.
+    for (int64_t t = 0; t < n_tok; ++t) attend(t, 1, steps[t].pos, *steps[t].device);
+  }
+  mm(d.wo, ds.att, ds.proj);
   if (!d.bo.empty()) dev.add_rows(ds.proj, static_cast<const float*>(d.bo.data), n_tok, hp.n_embd);
   dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
 }
 
-void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok) {
+void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                      bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
+  const auto mm = [&](const TensorView& w, const float* x, float* y) {
+    if (per_row) dev.matmul_rows(w, x, n_tok, y);
+    else dev.matmul(w, x, n_tok, y);
+  };
   dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.ffn_norm.data), n_tok, hp.n_embd,
               hp.rms_eps);
-  dev.matmul(d.gate, ds.xb, n_tok, ds.gate);
-  dev.matmul(d.up, ds.xb, n_tok, ds.up);
-  dev.glu(ds.gate, ds.up, n_tok, hp.n_ff,
-          glu_kind(hp));
-  dev.matmul(d.down, ds.gate, n_tok, ds.proj);
+  mm(d.gate, ds.xb, ds.gate);
+  mm(d.up, ds.xb, ds.up);
+  dev.glu(ds.gate, ds.up, n_tok, hp.n_ff, glu_kind(hp));
+  mm(d.down, ds.gate, ds.proj);
   dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
 }
 
@@ -95,6 +116,28 @@ int64_t stage_hot_firing(const DeviceLayer& d, SparseScratch& sc, int64_t n_tok,
       sc.stats.fired += f;
     }
   return n_idx;
+}
+
+// The same for independent sequences' rows, each as its one-token call stages it: token t's
+// own fired hot neurons (local indices, ascending) at h_idx[off[t] .. off[t + 1]), and a mask
+// of ones (each list fires every entry) in h_fire[0 .. *longest), *longest the longest list.
+// Returns off[n_tok].
+int64_t stage_hot_firing_rows(const DeviceLayer& d, SparseScratch& sc, int64_t n_tok,
+                              int64_t n_ff, DeviceSession& ds, std::vector<int64_t>& off,
+                              int64_t* longest_out) {
+  off.assign(static_cast<size_t>(n_tok) + 1, 0);
+  int64_t n = 0, longest = 0;
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const uint8_t* f = sc.fire.data() + t * n_ff;
+    for (size_t j = 0; j < d.hot.size(); ++j)
+      if (f[d.hot[j]]) ds.h_idx[n++] = static_cast<int32_t>(j);
+    off[static_cast<size_t>(t) + 1] = n;
+    longest = std::max(longest, n - off[static_cast<size_t>(t)]);
+  }
+  sc.stats.fired += static_cast<uint64_t>(n);
+  std::memset(ds.h_fire, 1, static_cast<size_t>(longest));
+  *longest_out = longest;
+  return n;
 }
 
 // The audit of a hybrid layer for sc.monitor: act(gate) of every neuron and the firing
@@ -140,7 +183,7 @@ void audit_hybrid(const LlamaModel& model, const SparseFfn& sparse, const Device
 }  // namespace
 
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
-                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok) {
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
@@ -152,7 +195,27 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   // Device half first, so it runs while the host computes its half.
   std::memcpy(ds.h_x, s.xb.data(), xbytes);
   dev.copy_to_device(ds.xb, ds.h_x, xbytes);
-  if (sparse.use_predictor()) {
+  if (sparse.use_predictor() && per_row) {
+    // One ffn_rows call per row over that row's own list: a device's reduction over the list
+    // may depend on its length (CUDA splits it), so a union would change the rows' bits.
+    predict_firing(model, sparse, il, s.x.data(), n_tok, sc, pool);
+    std::vector<int64_t>& off = sc.row_offsets;
+    int64_t longest = 0;
+    const int64_t n_all = stage_hot_firing_rows(d, sc, n_tok, n_ff, ds, off, &longest);
+    if (n_all > 0) {
+      dev.copy_to_device(ds.idx, ds.h_idx, static_cast<uint64_t>(n_all) * sizeof(int32_t));
+      dev.copy_to_device(ds.fire, ds.h_fire, static_cast<uint64_t>(longest));
+    }
+    for (int64_t t = 0; t < n_tok; ++t) {
+      const int64_t b = off[static_cast<size_t>(t)], n = off[static_cast<size_t>(t) + 1] - b;
+      dev.ffn_rows(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb + t * n_embd, 1,
+                   ds.idx + b, n, ds.fire, kind, ds.proj + t * n_embd);
+    }
+    sc.stats.device_computed += static_cast<uint64_t>(n_all);
+    const auto n_hot = static_cast<int64_t>(d.hot.size());  // an upper bound of the rows read
+    sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
+                             rows_bytes(d.hot_down_t, n_hot) + rows_bytes(d.hot_gate_b, n_hot);
+  } else if (sparse.use_predictor()) {
     predict_firing(model, sparse, il, s.x.data(), n_tok, sc, pool);
     const int64_t n_idx = stage_hot_firing(d, sc, n_tok, n_ff, ds);
     if (n_idx > 0) {
@@ -165,8 +228,12 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_idx) + rows_bytes(d.hot_up, n_idx) +
                              rows_bytes(d.hot_down_t, n_idx) + rows_bytes(d.hot_gate_b, n_idx);
   } else {
-    dev.ffn_threshold(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok,
-                      sc.threshold(sparse, il), kind, ds.proj);
+    if (per_row)
+      dev.ffn_threshold_rows(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok,
+                             sc.threshold(sparse, il), kind, ds.proj);
+    else
+      dev.ffn_threshold(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok,
+                        sc.threshold(sparse, il), kind, ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok) * d.hot.size();
     const auto n_hot = static_cast<int64_t>(d.hot.size());
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
@@ -194,7 +261,7 @@ namespace {
 // ds.routes_out, whose rows are copied back to ds.h_routes_out. row_of[slot] = the route's
 // row there, or -1 for a route the host computes. Returns the number of device routes.
 int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const DeviceLayer& d,
-                             MoeScratch& sc, std::vector<int32_t>& row_of) {
+                             MoeScratch& sc, std::vector<int32_t>& row_of, bool per_row) {
   const LlamaHParams& hp = model.hparams();
   ops::Device& dev = ds.dm().device();
   const MoeRouting& r = sc.routing;
@@ -227,10 +294,15 @@ int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const D
       dev.get_rows(ds.xe, ds.xb, ds.route_tok + at, rows, n_embd);
       xe = ds.xe;
     }
-    dev.matmul(E.gate, xe, rows, ds.gate);
-    dev.matmul(E.up, xe, rows, ds.up);
+    // Independent sequences' routes: each as its one-route matmul.
+    const auto mm = [&](const TensorView& w, const float* x, float* y) {
+      if (per_row) dev.matmul_rows(w, x, rows, y);
+      else dev.matmul(w, x, rows, y);
+    };
+    mm(E.gate, xe, ds.gate);
+    mm(E.up, xe, ds.up);
     dev.glu(ds.gate, ds.up, rows, hp.n_ff, kind);
-    dev.matmul(E.down, ds.gate, rows, ds.proj);
+    mm(E.down, ds.gate, ds.proj);
     dev.set_rows_scaled(ds.routes_out, ds.proj, ds.route_row + at, ds.route_w + at, rows, n_embd);
     sc.stats.bytes_device += rows_bytes(E.gate, E.gate.ne1) + rows_bytes(E.up, E.up.ne1) +
                              rows_bytes(E.down, E.down.ne1);
@@ -245,7 +317,7 @@ int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const D
 }  // namespace
 
 Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
-                      ThreadPool& pool, int64_t n_tok) {
+                      ThreadPool& pool, int64_t n_tok, bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
@@ -257,7 +329,7 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
   const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
   std::memcpy(ds.h_x, s.xb.data(), xbytes);
   dev.copy_to_device(ds.xb, ds.h_x, xbytes);
-  const int64_t n_dev = queue_device_experts(model, ds, d, sc, sc.row_on_device);
+  const int64_t n_dev = queue_device_experts(model, ds, d, sc, sc.row_on_device, per_row);
   const MoeRouting& r = sc.routing;
   if (sc.slots.size() < static_cast<size_t>(n_tok * r.k * n_embd))
     sc.slots.resize(static_cast<size_t>(n_tok * r.k * n_embd));
@@ -275,14 +347,15 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
 }
 
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
-                     float* out) {
+                     float* out, bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceModel& dm = ds.dm();
   ops::Device& dev = dm.device();
   const int64_t n_out = n_tok - first;
   dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
               n_out, hp.n_embd, hp.rms_eps);
-  dev.matmul(dm.output(), ds.xb, n_out, ds.logits);
+  if (per_row) dev.matmul_rows(dm.output(), ds.xb, n_out, ds.logits);
+  else dev.matmul(dm.output(), ds.xb, n_out, ds.logits);
   const uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
   dev.copy_to_host(ds.h_logits, ds.logits, bytes);
   HC_TRY(dev.sync());

@@ -4,10 +4,12 @@
 // offloaded layers keep it on the device and only n_embd-sized vectors cross the link.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "model/device_model.h"
+#include "model/llama_forward.h"
 #include "model/llama_model.h"
 #include "model/sparse_ffn.h"
 #include "ops/cpu/matmul.h"
@@ -26,23 +28,31 @@ struct DeviceResidual {
   Status to_host(float* x_host, int64_t n);
 };
 
-// Layer il's attention block on the device for n_tok rows at positions pos0.. (x on device).
+// `per_row` / `steps` below: the rows are independent sequences' decode steps (the server's
+// batched decode), and every row gets exactly the device operations its one-token decode
+// queues (Device::matmul_rows, ffn_threshold_rows, one attention call per step over its own
+// session's cache, one ffn_rows call per row over its own list), so the batch changes no bit.
+// ds then carries the batch's activations; each step's KV is in steps[t].device.
+
+// Layer il's attention block on the device for n_tok rows (x on device): at positions pos0.. of
+// ds's cache, or, with steps (n_tok of them), each row at its step's position and session.
 void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
-                      int pos0);
+                      int pos0, std::span<const SeqStep> steps = {});
 // Layer il's dense FFN block on the device (x on device).
-void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok);
+void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                      bool per_row = false);
 // Layer il's hybrid FFN (x on host): the device's hot neurons and the host's cold neurons on the
 // same tokens at once, their partial outputs added into x. s.xb / s.in hold the normed input.
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
-                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok);
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row = false);
 // Layer il's mixture-of-experts FFN with some experts on the device (x on host): the host
 // routes, the device computes its experts' routes while the host computes the others, and the
 // host sums each token's outputs in top-k order into x. s.xb / s.in hold the normed input.
 Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
-                      ThreadPool& pool, int64_t n_tok);
+                      ThreadPool& pool, int64_t n_tok, bool per_row = false);
 // Final norm and output matrix on the device for rows [first, n_tok) (x on device): logits
 // [n_tok - first, n_vocab] copied to out.
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
-                     float* out);
+                     float* out, bool per_row = false);
 
 }  // namespace hc

@@ -87,6 +87,42 @@ Status validate_steps(const LlamaModel& model, std::span<const SeqStep> steps,
   return Status::Ok();
 }
 
+// With a second device: the scratch's session carries the batch (this model's placement, room
+// for a micro-batch of steps), and every step brings its own session of that placement with
+// room for its cache's positions, none shared. Without one, no step may bring a session.
+Status validate_step_devices(const LlamaModel& model, std::span<const SeqStep> steps,
+                             const ForwardScratch& s) {
+  const DeviceSession* buf = s.device;
+  if (buf && s.observer)
+    return Status::Error("activation observers (profile) run on the host only: no -ngl");
+  if (buf && (&buf->dm().model() != &model ||
+              buf->max_tokens() < std::min<int64_t>(kForwardUbatch,
+                                                    static_cast<int64_t>(steps.size()))))
+    return Status::Error("device session does not match this model / batch (" +
+                         std::to_string(buf->max_tokens()) + " rows, " +
+                         std::to_string(std::min<size_t>(kForwardUbatch, steps.size())) +
+                         " needed)");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const DeviceSession* d = steps[i].device;
+    const auto step = [i] { return "decode step " + std::to_string(i) + ": "; };
+    if (!buf) {
+      if (d) return Status::Error(step() + "a device session, but no device in this pass");
+      continue;
+    }
+    if (!d) return Status::Error(step() + "no device session (its device layers' KV cache)");
+    if (&d->dm() != &buf->dm())
+      return Status::Error(step() + "its device session belongs to another device placement");
+    if (d->n_ctx() < steps[i].cache->n_ctx)
+      return Status::Error(step() + "device session of " + std::to_string(d->n_ctx()) +
+                           " positions for a cache of " + std::to_string(steps[i].cache->n_ctx));
+    for (size_t j = 0; j < i; ++j)
+      if (steps[j].device == d)
+        return Status::Error("decode steps " + std::to_string(j) + " and " + std::to_string(i) +
+                             " share one device session (one step per sequence)");
+  }
+  return Status::Ok();
+}
+
 // The token rows of one forward pass and where each meets the KV cache: one sequence (row t is
 // tokens[t] at position pos0 + t of `cache`), independent decode steps (row t is steps[t], with
 // its own cache and position), or both: the sequence's rows [0, n_seq) first, then the steps
@@ -326,9 +362,11 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
   const LlamaHParams& hp = model.hparams();
   const int64_t n_tok = rows.n_tok, n = n_tok * hp.n_embd;
   const DeviceLayer* dl = s.device ? &s.device->dm().layer(il) : nullptr;
+  // Decode steps of independent sequences (no mixed passes with a device): per-row operations.
+  const bool per_row = rows.has_steps();
   if (dl && dl->attn) {
     xr.to_device(s.x.data(), n);
-    device_attention(model, *s.device, il, n_tok, rows.pos0);
+    device_attention(model, *s.device, il, n_tok, rows.pos0, rows.steps);
   } else {
     HC_TRY(xr.to_host(s.x.data(), n));
     attention_block(model, model.weights().layers[il], il, rows, s, pool);
@@ -338,16 +376,16 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
     const LlamaLayerWeights& L = model.weights().layers[il];
     norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
     s.in.reset(s.xb.data(), n_tok, hp.n_embd);
-    HC_TRY(hybrid_moe_ffn(model, *s.device, il, s, pool, n_tok));
+    HC_TRY(hybrid_moe_ffn(model, *s.device, il, s, pool, n_tok, per_row));
   } else if (dl && dl->ffn_dense) {
     xr.to_device(s.x.data(), n);
-    device_ffn_dense(model, *s.device, il, n_tok);
+    device_ffn_dense(model, *s.device, il, n_tok, per_row);
   } else if (dl && dl->hybrid()) {
     HC_TRY(xr.to_host(s.x.data(), n));
     const LlamaLayerWeights& L = model.weights().layers[il];
     norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
     s.in.reset(s.xb.data(), n_tok, hp.n_embd);
-    HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok));
+    HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok, per_row));
   } else {
     HC_TRY(xr.to_host(s.x.data(), n));
     ffn_block(model, il, s, pool, n_tok);
@@ -393,6 +431,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   s.in.set_mode(mode);
   s.in.set_auto_rows(rows.n_seq);
   s.sparse_scratch.pred_in.set_mode(mode);
+  s.sparse_scratch.res_in.set_mode(mode);  // the predictors' fc1 (a GEMM rounds differently)
 
   for (int64_t t = 0; t < n_tok; ++t) {
     ops::get_row(W.token_embd, rows.token_of(t), s.x.data() + t * hp.n_embd);
@@ -409,7 +448,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
   if (s.device && s.device->dm().output_on_device() && out) {
     xr.to_device(s.x.data(), n_tok * hp.n_embd);
-    return device_output(model, *s.device, first_out, n_tok, out);
+    return device_output(model, *s.device, first_out, n_tok, out, rows.has_steps());
   }
   // Always back on the host (and the device idle) before the staging buffers are reused.
   HC_TRY(xr.to_host(s.x.data(), n_tok * hp.n_embd));
@@ -498,9 +537,7 @@ Status llama_forward_mixed(const LlamaModel& model, KvCache& cache,
 Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
                            ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits) {
   HC_TRY(validate_steps(model, steps, logits));
-  if (s.device)
-    return Status::Error("batched decode of several sequences runs on the host only: a second "
-                         "device (-ngl, --vram-budget) serves one sequence per session");
+  HC_TRY(validate_step_devices(model, steps, s));
   const int64_t n_steps = static_cast<int64_t>(steps.size());
   const int64_t n_vocab = model.hparams().n_vocab;
   logits->resize(static_cast<size_t>(n_steps) * n_vocab);

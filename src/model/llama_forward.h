@@ -45,8 +45,8 @@ struct ForwardScratch {
   MoeScratch moe;  // mixture-of-experts layers' routing and buffers
   FfnObserver* observer = nullptr;  // sees every layer's FFN activations, or null
   // Layers a DeviceModel placed on a second device run there (model/device_model.h), with this
-  // session's device KV cache and buffers; null = everything on the host. Not with observers
-  // or llama_forward_multi.
+  // session's device KV cache and buffers; null = everything on the host. Not with observers.
+  // In llama_forward_multi only its buffers carry the batch (each step brings its own KV).
   DeviceSession* device = nullptr;
 };
 
@@ -79,10 +79,14 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
 
 // One decode step of one sequence: `token` goes to position `pos` of `cache` (the cache already
 // holds positions [0, pos)). Different steps use different caches (one per server slot).
+// With a second device (ForwardScratch::device), `device` is the sequence's own
+// DeviceSession: the KV of its device attention layers (the scratch's session carries the
+// batch's activations).
 struct SeqStep {
   KvCache* cache;
   int pos;
   int32_t token;
+  DeviceSession* device = nullptr;
 };
 
 // Runs every step in one forward pass (continuous batching): the weight matmuls read each
@@ -92,10 +96,18 @@ struct SeqStep {
 // Batch invariance: with the dense FFN, each step's logits (and its cache afterwards) are
 // bit-identical to llama_forward(model, *step.cache, ..., {step.token}, step.pos, false, ...)
 // alone: every row gets a one-token call's matmul and attention arithmetic. With s.sparse the
-// FFN runs over the union of the steps' firing sets (the same function for exact ReLU).
+// FFN runs over the union of the steps' firing sets, and stays batch-invariant: a zero h adds
+// nothing to a row's fma chain, SwiGLU is computed per element (ops::swiglu_each), and each
+// step takes the dense fallback exactly when its own set would (a batch mixing both runs its
+// steps one by one in that layer). With s.device (a hybrid placement) every step brings its
+// own DeviceSession (step.device: its device layers' KV) and every row gets the device
+// operations of its one-token decode (hybrid_forward.h), the same invariance.
 // Errors (nothing is computed): no steps, a null cache or logits, a position outside its
 // cache's context, a token id out of range, two steps sharing a cache, a cache whose shape
-// does not match the model.
+// does not match the model; with a device: a step without a session, a session of another
+// placement or with fewer positions than its cache, two steps sharing a session, a scratch
+// session with room for fewer rows than a micro-batch of the steps; a step's session
+// without a device in the pass.
 Status llama_forward_multi(const LlamaModel& model, std::span<const SeqStep> steps,
                            ForwardScratch& s, ThreadPool& pool, std::vector<float>* logits);
 

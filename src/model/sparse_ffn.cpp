@@ -152,7 +152,11 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   }
   for (int64_t t = 0; t < n_tok; ++t) {
     float* h = sc.gs.data() + t * n_idx;
-    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
+    // SwiGLU position-independent (ops::swiglu_each): the set's length and order vary.
+    if (hp.ffn_gated && hp.ffn_act == FfnActivation::kSilu)
+      ops::swiglu_each(h, sc.us.data() + t * n_idx, n_idx);
+    else
+      apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
     for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
       if (!fired(t, j)) h[j] = 0.0f;
   }
@@ -189,6 +193,61 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   ops::sparse_down(sparse.down_t(il), sc.idx.data(), n_down, sc.gs.data(), n_tok, out, pool);
 }
 
+void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int il,
+                         ops::MatmulInput& in, const int32_t* cand, int64_t n_cand,
+                         const uint8_t* cfire, const float* gate_vals, float* dense_gate,
+                         float* dense_up, float* out, SparseScratch& sc, ThreadPool& pool);
+
+// Decode steps whose tokens take different paths (sc.grp_dense: 1 = the dense fallback): the
+// dense tokens as one batch, then the sparse ones, as one batch when `sparse_batched` (their
+// union is within max_union_share) or else one by one (a large union computed sparse costs
+// more than each token's own set). Each batch is gathered (inputs, firing, gate values when
+// computed) and its outputs scattered back; within one, ffn_over_candidates takes the path its
+// tokens take alone and does not split it again.
+void split_by_path(const LlamaModel& model, const SparseFfn& sparse, int il,
+                   ops::MatmulInput& in, const int32_t* cand, int64_t n_cand,
+                   const uint8_t* cfire, const float* gate_vals, bool sparse_batched, float* out,
+                   SparseScratch& sc, ThreadPool& pool) {
+  const int64_t n_tok = in.n_tok(), ne0 = in.ne0(), n_embd = model.hparams().n_embd;
+  // Every batch's rows first (the inner calls reuse sc.grp_dense): the dense tokens, then the
+  // sparse ones; bounds[k] .. bounds[k + 1] are batch k's.
+  std::vector<int64_t>& rows = sc.grp_rows;
+  std::vector<int64_t>& bounds = sc.grp_bounds;
+  rows.clear();
+  bounds.assign(1, 0);
+  for (uint8_t path : {uint8_t{1}, uint8_t{0}}) {
+    for (int64_t t = 0; t < n_tok; ++t) {
+      if (sc.grp_dense[t] != path) continue;
+      rows.push_back(t);
+      if (path == 0 && !sparse_batched) bounds.push_back(static_cast<int64_t>(rows.size()));
+    }
+    if (bounds.back() != static_cast<int64_t>(rows.size()))
+      bounds.push_back(static_cast<int64_t>(rows.size()));
+  }
+  for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+    const int64_t* grp = rows.data() + bounds[k];
+    const int64_t g = bounds[k + 1] - bounds[k];
+    sc.grp_x.resize(static_cast<size_t>(g * ne0));
+    sc.grp_fire.resize(static_cast<size_t>(g * n_cand));
+    sc.grp_gate.resize(static_cast<size_t>(g * n_cand));
+    sc.grp_up.resize(static_cast<size_t>(g * n_cand));
+    sc.grp_out.resize(static_cast<size_t>(g * n_embd));
+    for (int64_t r = 0; r < g; ++r) {
+      const int64_t t = grp[r];
+      std::copy_n(in.x() + t * ne0, ne0, sc.grp_x.data() + r * ne0);
+      std::copy_n(cfire + t * n_cand, n_cand, sc.grp_fire.data() + r * n_cand);
+      if (gate_vals) std::copy_n(gate_vals + t * n_cand, n_cand, sc.grp_gate.data() + r * n_cand);
+    }
+    sc.grp_in.set_mode(ops::MatmulMode::kPerToken);
+    sc.grp_in.reset(sc.grp_x.data(), g, ne0);
+    ffn_over_candidates(model, sparse, il, sc.grp_in, cand, n_cand, sc.grp_fire.data(),
+                        gate_vals ? sc.grp_gate.data() : nullptr, sc.grp_gate.data(),
+                        sc.grp_up.data(), sc.grp_out.data(), sc, pool);
+    for (int64_t r = 0; r < g; ++r)
+      std::copy_n(sc.grp_out.data() + r * n_embd, n_embd, out + grp[r] * n_embd);
+  }
+}
+
 // Layer il's FFN over candidate neurons whose firing is known: cfire [n_tok, n_cand] says
 // whether token t fires candidate c, the neuron cand[c] (cand null: every neuron, c = i).
 // gate_vals [n_tok, n_cand] is gate over the candidates when already computed, else null (gate
@@ -203,6 +262,33 @@ void ffn_over_candidates(const LlamaModel& model, const SparseFfn& sparse, int i
   const LlamaHParams& hp = model.hparams();
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_tok = in.n_tok();
+  // Decode steps of independent sequences (kPerToken): each token takes the path it would take
+  // alone, the dense FFN when its own set is larger than max_union_share, so that what else is
+  // in the batch changes no bit. Both paths are per token (the union's extra neurons have h = 0
+  // for a token, and the fma of a zero adds nothing), so the batch runs as is when all its
+  // tokens are dense, or all sparse with a union within the share (the union rule below then
+  // agrees); otherwise it is split (split_by_path).
+  if (dense_gate && n_tok > 1 && in.mode() == ops::MatmulMode::kPerToken) {
+    const double limit = sparse.max_union_share() * static_cast<double>(n_cand);
+    sc.grp_dense.assign(static_cast<size_t>(n_tok), 0);
+    sc.mark.assign(static_cast<size_t>(n_cand), 0);  // the sparse tokens' union
+    int64_t n_dense = 0;
+    for (int64_t t = 0; t < n_tok; ++t) {
+      const uint8_t* f = cfire + t * n_cand;
+      const int64_t n_fired = std::count(f, f + n_cand, uint8_t{1});
+      sc.grp_dense[t] = n_fired > limit;
+      n_dense += sc.grp_dense[t];
+      if (!sc.grp_dense[t])
+        for (int64_t c = 0; c < n_cand; ++c) sc.mark[c] |= f[c];
+    }
+    const bool sparse_batched =
+        std::count(sc.mark.begin(), sc.mark.end(), uint8_t{1}) <= limit;
+    if (n_dense != n_tok && !(n_dense == 0 && sparse_batched)) {
+      split_by_path(model, sparse, il, in, cand, n_cand, cfire, gate_vals, sparse_batched, out,
+                    sc, pool);
+      return;
+    }
+  }
   // The union, token rows outer (each row of cfire is read once, contiguously).
   sc.mark.assign(static_cast<size_t>(n_cand), 0);
   for (int64_t t = 0; t < n_tok; ++t) {

@@ -128,6 +128,13 @@ struct SparseScratch {
   std::vector<float> hid, logit;  // predictor: [n_tok, rank], [n_tok, n_ff]
   ops::MatmulInput pred_in;       // predictor: fc2's input
   ops::MatmulInput res_in;        // predictor: fc1's input (the residual before ffn_norm)
+  // Decode steps whose tokens take different paths (sparse_ffn.cpp, split_by_path): which
+  // token takes the dense fallback, and one batch's inputs, firing, gate, up and outputs.
+  std::vector<uint8_t> grp_dense, grp_fire;
+  std::vector<int64_t> grp_rows, grp_bounds;  // the batches' tokens (dense first), bounds
+  std::vector<float> grp_x, grp_gate, grp_up, grp_out;
+  ops::MatmulInput grp_in;
+  std::vector<int64_t> row_offsets;  // hybrid decode steps: each row's list of hot neurons
   SparseStats stats;
   // Dynamic sparsity (null: the SparseFfn's fixed values): per-layer thresholds on |act| and
   // on predictor logits that replace SparseFfn::threshold / predictor_threshold, and the

@@ -149,6 +149,13 @@ class Device {
                        float eps) = 0;
   // y [n_tok, w.ne1] = x [n_tok, w.ne0] W^T, any supported weight type.
   virtual void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) = 0;
+  // The same for the rows of independent sequences (a server's decode steps): every row
+  // computed exactly as a one-row matmul computes it, so that the batch changes no bit. The
+  // default queues those one-row calls; the CPU device runs its per-token decode kernels over
+  // the batch in one pass over the weights.
+  virtual void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) {
+    for (int64_t t = 0; t < n_tok; ++t) matmul(w, x + t * w.ne0, 1, y + t * w.ne1);
+  }
   // RoPE in place on x [n_tok, n_head * head_dim]; row t is at position pos0 + t. theta_scale =
   // base^(-2/n_rot); freq_factors: [n_rot/2] or null. Pairs rotated: adjacent (x[2i], x[2i+1])
   // (ggml's "normal" mode, llama), or with neox (x[i], x[i + n_rot/2]) (NeoX mode: qwen,
@@ -196,6 +203,16 @@ class Device {
   virtual void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                              const TensorView& down_t, const float* x, int64_t n_tok,
                              float threshold, GluKind kind, float* out) = 0;
+  // ffn_threshold_rows: ffn_threshold for the rows of independent sequences, each row exactly
+  //   as a one-row ffn_threshold computes it (the default queues those calls; the CPU device
+  //   computes the union of the rows' firing sets, which is the same per row).
+  virtual void ffn_threshold_rows(const TensorView& gate, const float* gate_bias,
+                                  const TensorView& up, const TensorView& down_t, const float* x,
+                                  int64_t n_tok, float threshold, GluKind kind, float* out) {
+    for (int64_t t = 0; t < n_tok; ++t)
+      ffn_threshold(gate, gate_bias, up, down_t, x + t * gate.ne0, 1, threshold, kind,
+                    out + t * down_t.ne0);
+  }
   // ffn_rows: only the n_idx local neuron indices idx (ascending), with fire [n_tok, n_idx]
   //   (uint8, 1 = token t fires idx[j]; a predictor's decision, no threshold applied):
   //   out[t] = sum over j with fire[t, j] of act(gate_idx[j] . x_t) * (up_idx[j] . x_t) *

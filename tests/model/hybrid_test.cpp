@@ -19,6 +19,7 @@
 #include "model/llama_model.h"
 #include "model/sparse_ffn.h"
 #include "ops/cpu/cpu_device.h"
+#include "batched_steps.h"
 #include "tiny_model.h"
 
 namespace hc {
@@ -425,24 +426,121 @@ TEST(Hybrid, BadPlacementsAndUnsupportedUsesAreErrors) {
   EXPECT_FALSE(DeviceModel::build(*m, nullptr, cpu_device(), p).ok());  // hot needs sparse
   p.n_gpu_layers = -1;
   EXPECT_FALSE(DeviceModel::build(*m, sparse->get(), cpu_device(), p).ok());
-  // Several sequences in one pass stay on the host.
+  // Decode steps over a device: each brings its own session of the pass's placement.
   p = DevicePlacement{};
   p.n_gpu_layers = 1;
   auto dm = DeviceModel::build(*m, nullptr, cpu_device(), p);
   ASSERT_TRUE(dm.ok());
   auto ds = DeviceSession::create(**dm, 64, kForwardUbatch);
   ASSERT_TRUE(ds.ok());
+  auto small = DeviceSession::create(**dm, 32, kForwardUbatch);
+  ASSERT_TRUE(small.ok());
+  auto other_dm = DeviceModel::build(*m, nullptr, cpu_device(), p);
+  ASSERT_TRUE(other_dm.ok());
+  auto other = DeviceSession::create(**other_dm, 64, kForwardUbatch);
+  ASSERT_TRUE(other.ok());
   const LlamaHParams& hp = m->hparams();
   KvCache c(hp.n_layer, 64, int64_t{hp.n_head_kv} * hp.head_dim);
+  KvCache c2 = c;
   ForwardScratch s;
   s.device = ds->get();
   ThreadPool pool(1);
   std::vector<float> logits;
-  const SeqStep step{&c, 0, 1};
-  Status st = llama_forward_multi(*m, std::span(&step, 1), s, pool, &logits);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("host only"), std::string::npos) << st.message();
+  const auto refused = [&](std::vector<SeqStep> steps, const char* what) {
+    const Status st = llama_forward_multi(*m, steps, s, pool, &logits);
+    EXPECT_FALSE(st.ok()) << what;
+    EXPECT_NE(st.message().find(what), std::string::npos) << st.message();
+  };
+  refused({{&c, 0, 1}}, "no device session");
+  refused({{&c, 0, 1, small->get()}}, "32 positions for a cache of 64");
+  refused({{&c, 0, 1, other->get()}}, "another device placement");
+  refused({{&c, 0, 1, ds->get()}, {&c2, 0, 1, ds->get()}}, "share one device session");
+  s.device = nullptr;
+  refused({{&c, 0, 1, ds->get()}}, "no device in this pass");
 }
+
+// The server's batched hybrid decode: one llama_forward_multi pass over the device placement,
+// each step with its own session, gives every sequence's logits, host KV and device KV bit for
+// bit as decoding it alone does, over several rounds, for 3 and 9 sequences (9: past the 8
+// rows where a batch would take the GEMM). Placements: -ngl with the dense FFN and the output
+// on the device; hot neurons with thresholds, in one layer, the other layers' host sparse FFN
+// at the default max_union_share (so tokens of one batch take the dense fallback and others
+// not: each as alone); the predictor's hot neurons; experts on the device.
+struct StepsCase {
+  const char* name;
+  GgmlType type;
+  // 0: -ngl 2, 1: -ngl 99, 2: hot (ReLU), 3: hot (predictor), 4: experts, 5: hot (SwiGLU with
+  // thresholds: the sets of a batch differ in length, and so would a SIMD tail's rounding)
+  int kind;
+};
+
+class HybridSteps : public ::testing::TestWithParam<StepsCase> {};
+
+TEST_P(HybridSteps, BatchedDecodeStepsEqualEachSequenceAlone) {
+  const StepsCase c = GetParam();
+  TinyModelSpec spec = three_layers(c.type, c.kind >= 2 && c.kind <= 4 ? "relu" : "");
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<uint8_t> bytes;
+  if (c.kind == 3) {
+    spec.n_layer = 2;
+    bytes = model_with_predictor(spec, bufs);
+  } else {
+    if (c.kind == 4) {
+      spec.n_expert = 4;
+      spec.n_expert_used = 2;
+    }
+    TinyModel tm(spec);
+    bytes = tm.bytes();
+  }
+  auto m = testing::load_tiny(bytes, /*repack=*/true);
+  ASSERT_TRUE(m);
+  const LlamaHParams& hp = m->hparams();
+  std::unique_ptr<const SparseFfn> sparse;
+  DevicePlacement p;
+  if (c.kind == 0) p.n_gpu_layers = 2;
+  if (c.kind == 1) p.n_gpu_layers = 99;
+  if (c.kind == 2 || c.kind == 3 || c.kind == 5) {
+    SparseOptions so;  // the default max_union_share: the dense fallback is in play
+    so.use_predictor = c.kind == 3;
+    // SwiGLU: about half of the neurons fire (the random layers' |silu(gate)| is ~0.1).
+    if (c.kind == 5) so.thresholds.assign(static_cast<size_t>(hp.n_layer), 0.1f);
+    auto sp = SparseFfn::build(*m, so);
+    ASSERT_TRUE(sp.ok()) << sp.message();
+    sparse = std::move(*sp);
+    p.hot = hot_sets(hp.n_layer, hp.n_ff, 2);
+    for (size_t il = 1; il < p.hot.size(); ++il) p.hot[il].clear();  // host sparse there
+    p.attn.assign(static_cast<size_t>(hp.n_layer), 0);
+    p.attn[1] = 1;
+  }
+  if (c.kind == 4) {
+    p.experts.assign(static_cast<size_t>(hp.n_layer), {});
+    p.experts[1] = {0, 2};
+    p.attn.assign(static_cast<size_t>(hp.n_layer), 0);
+    p.attn[0] = 1;
+  }
+  auto dm = DeviceModel::build(*m, sparse.get(), cpu_device(), p);
+  ASSERT_TRUE(dm.ok()) << dm.message();
+  for (int n_seq : {3, 9}) {
+    const SparseStats st =
+        testing::expect_batched_steps_equal_alone(*m, **dm, sparse.get(), n_seq, 3, c.name);
+    if (c.kind == 2 || c.kind == 5) {  // the per-row device FFN really ran: the hot layer's
+      EXPECT_GT(st.device_computed, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Placements, HybridSteps,
+    ::testing::Values(StepsCase{"ngl2_Q4_K", GgmlType::Q4_K, 0},
+                      StepsCase{"ngl99_Q8_0", GgmlType::Q8_0, 1},
+                      StepsCase{"ngl99_F16", GgmlType::F16, 1},
+                      StepsCase{"hot_Q4_0", GgmlType::Q4_0, 2},
+                      StepsCase{"hot_Q4_K", GgmlType::Q4_K, 2},
+                      StepsCase{"predictor_F32", GgmlType::F32, 3},
+                      StepsCase{"experts_Q4_K", GgmlType::Q4_K, 4},
+                      StepsCase{"hot_swiglu_Q4_K", GgmlType::Q4_K, 5},
+                      StepsCase{"hot_swiglu_F32", GgmlType::F32, 5}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace hc

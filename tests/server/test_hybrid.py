@@ -1,6 +1,7 @@
 """`hotcold serve` over the hot/cold split (issue 22, item 3): the device flags of `hotcold run`
-on the CPU device. Every slot has its own device session, so concurrent greedy requests answer
-exactly what `run` does with the same flags; /metrics counts the device's share of the sparse
+on the CPU device. Every slot has its own device session and the slots' decode steps run in one
+batched pass whose every row gets its one-token decode's operations, so concurrent greedy
+requests answer exactly what `run` does with the same flags (the host-only sparse FFN too); /metrics counts the device's share of the sparse
 FFN and the slots' device KV; an over-full budget is a clear error."""
 import re
 import subprocess
@@ -71,6 +72,20 @@ def test_hot_cold_split_serves_what_run_answers(hybrid_flags):
         assert srv.stop() == 0, srv.log
     # The split is real: its arithmetic is not the host-only sparse FFN's on this prompt.
     assert expected[0] != host_sparse[0]
+
+
+def test_host_sparse_ffn_serves_what_run_answers(hybrid_flags):
+    """The sparse FFN without a device, three slots decoding together: each token takes the path
+    it takes alone (the dense fallback when its own set passes --sparse-union-max, SwiGLU per
+    element), so a batch's union changes no bit and serve answers what run does."""
+    flags = hybrid_flags[:4]
+    expected = run_texts(flags, PROMPTS, 24)
+    srv = Server(SMOLLM2, "--parallel", 3, "-c", 1536, "-t", 2, *flags)
+    try:
+        assert complete_all(srv, PROMPTS * 2, 24) == expected * 2
+        assert 0 < metric(srv, "hotcold_ffn_sparsity") < 1
+    finally:
+        assert srv.stop() == 0, srv.log
 
 
 def test_dense_offload_serves_what_run_answers_and_reuses_prefixes():

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../model/batched_steps.h"
 #include "../model/tiny_model.h"
 #include "model/device_model.h"
 #include "model/llama_forward.h"
@@ -163,6 +164,56 @@ TEST(VulkanSession, DeviceKvRoundTripsThroughAHostCache) {
     ASSERT_TRUE(llama_forward(*m, ca, sa, pool, std::span(&toks[i], 1), i, false, &la).ok());
     ASSERT_TRUE(llama_forward(*m, cb, sb, pool, std::span(&toks[i], 1), i, false, &lb).ok());
     ASSERT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float))) << "pos " << i;
+  }
+}
+
+// The server's batched hybrid decode on Vulkan: a llama_forward_multi pass of several
+// sequences' decode steps, each with its own session, gives every sequence the logits of its
+// own one-token decode bit for bit (the device's operations queued per row: one-row matmuls and
+// FFN calls, attention per step), for 3 and 9 sequences (9: a batched Vulkan matmul would switch
+// kernels), with -ngl (the output too) and with hot neurons (thresholds) beside host attention,
+// for three weight types. Vulkan queues each batch as one call (its mat-vec and FFN are per
+// row already): this is the test that holds that.
+TEST(VulkanSession, BatchedDecodeStepsEqualEachSequenceAlone) {
+  REQUIRE_VULKAN();
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::F16}) {
+    SCOPED_TRACE(dtype_name(t));
+    TinyModelSpec spec;
+    spec.wtype = t;
+    spec.n_embd = 256;
+    spec.n_ff = 512;
+    spec.n_layer = 3;
+    spec.activation = "relu";
+    TinyModel tm(spec);
+    auto bytes = tm.bytes();
+    auto m = testing::load_tiny(bytes, /*repack=*/true);
+    ASSERT_TRUE(m);
+    const LlamaHParams& hp = m->hparams();
+    SparseOptions so;
+    so.max_union_share = 1.0;
+    auto sparse = SparseFfn::build(*m, so);
+    ASSERT_TRUE(sparse.ok()) << sparse.message();
+    for (bool hot : {false, true}) {
+      SCOPED_TRACE(hot ? "hot neurons" : "-ngl 99");
+      auto dev = ops::vk_test::open_device0();
+      ASSERT_TRUE(dev);
+      DevicePlacement p;
+      if (hot) {
+        p.hot.resize(static_cast<size_t>(hp.n_layer));
+        for (auto& h : p.hot)
+          for (int32_t i = 0; i < hp.n_ff; i += 2) h.push_back(i);
+        p.attn = {0, 1, 0};
+      } else {
+        p.n_gpu_layers = 99;
+      }
+      const SparseFfn* sp = hot ? sparse->get() : nullptr;
+      auto dm = DeviceModel::build(*m, sp, dev, p);
+      ASSERT_TRUE(dm.ok()) << dm.message();
+      for (int n_seq : {3, 9})
+        testing::expect_batched_steps_equal_alone(*m, **dm, sp, n_seq, 2,
+                                                  std::string(dtype_name(t)) +
+                                                      (hot ? " hot neurons" : " -ngl 99"));
+    }
   }
 }
 

@@ -235,6 +235,16 @@ class CpuDevice final : public Device {
       pace(bytes_of(w), t0);
     });
   }
+  void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
+    if (!ok("matmul_rows", check::weight("weight", w, -1)) || n_tok <= 0 || w.ne1 == 0 ||
+        !ok("matmul_rows", check::nulls({{"x", x}, {"y", y}})))
+      return;
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      ops::matmul(w, x, n_tok, y, pool_, in_rows_);  // in_rows_ is kPerToken
+      pace(bytes_of(w), t0);
+    });
+  }
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override {
     if (!ok("rope", check::rope(n_rot, head_dim, pos0)) || n_tok <= 0 || n_head <= 0 ||
@@ -327,7 +337,22 @@ class CpuDevice final : public Device {
       return;
     enqueue([=, this] {
       const auto t0 = Clock::now();
-      ffn_threshold_now(gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
+      ffn_threshold_now(in_, gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
+      pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
+    });
+  }
+  // The gate in the per-token decode kernels; up and down are per row already (sparse_rows'
+  // dot products, sparse_down's fma chain in index order, to which the union's zero h add
+  // nothing).
+  void ffn_threshold_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                          const TensorView& down_t, const float* x, int64_t n_tok,
+                          float threshold, GluKind kind, float* out) override {
+    if (!ok("ffn_threshold_rows", check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
+        !ok("ffn_threshold_rows", check::nulls({{"x", x}, {"out", out}})))
+      return;
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      ffn_threshold_now(in_rows_, gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
       pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
     });
   }
@@ -419,6 +444,11 @@ class CpuDevice final : public Device {
   static void ffn_relu(float* g, int64_t n) {
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] > 0.0f ? g[i] : 0.0f;
   }
+  static MatmulInput per_token_input() {
+    MatmulInput in;
+    in.set_mode(MatmulMode::kPerToken);
+    return in;
+  }
   static float act_of(float g, GluKind kind) {
     return kind != GluKind::kSilu ? (g > 0.0f ? g : 0.0f) : g / (1.0f + std::exp(-g));
   }
@@ -451,13 +481,13 @@ class CpuDevice final : public Device {
 
   // Every held neuron's gate, the firing test, then up and down over the fired union (each
   // token's h zero where it did not fire): the host's sparse FFN on this subset.
-  void ffn_threshold_now(const TensorView& gate, const float* gate_bias, const TensorView& up,
-                         const TensorView& down_t, const float* x, int64_t n_tok,
-                         float threshold, GluKind kind, float* out) {
+  void ffn_threshold_now(MatmulInput& in, const TensorView& gate, const float* gate_bias,
+                         const TensorView& up, const TensorView& down_t, const float* x,
+                         int64_t n_tok, float threshold, GluKind kind, float* out) {
     const int64_t n_sub = gate.ne1;
     g_.resize(static_cast<size_t>(n_tok * n_sub));
-    in_.reset(x, n_tok, gate.ne0);
-    ops::matmul(gate, in_, g_.data(), pool_);
+    in.reset(x, n_tok, gate.ne0);
+    ops::matmul(gate, in, g_.data(), pool_);
     if (gate_bias)
       for (int64_t t = 0; t < n_tok; ++t) ops::add_inplace(g_.data() + t * n_sub, gate_bias, n_sub);
     idx_.clear();
@@ -475,7 +505,7 @@ class CpuDevice final : public Device {
     gs_.resize(static_cast<size_t>(n_tok * n_idx));
     for (int64_t t = 0; t < n_tok; ++t)
       for (int64_t j = 0; j < n_idx; ++j) gs_[t * n_idx + j] = g_[t * n_sub + idx_[j]];
-    finish_rows(up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
+    finish_rows(in, up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
       return fire_[t * n_sub + idx_[j]] != 0;
     }, out);
   }
@@ -490,25 +520,27 @@ class CpuDevice final : public Device {
     if (gate_bias)
       for (int64_t t = 0; t < n_tok; ++t)
         for (int64_t j = 0; j < n_idx; ++j) gs_[t * n_idx + j] += gate_bias[idx_[j]];
-    finish_rows(up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
+    finish_rows(in_, up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
       return fire[t * n_idx + j] != 0;
     }, out);
   }
 
   // gs_ holds gate over idx_: up over idx_, h = act(g) * u (zero where !fired(t, j)), down.
   template <class Fired>
-  void finish_rows(const TensorView& up, const TensorView& down_t, int64_t n_tok, int64_t n_idx,
-                   GluKind kind, Fired fired, float* out) {
+  void finish_rows(MatmulInput& in, const TensorView& up, const TensorView& down_t, int64_t n_tok,
+                   int64_t n_idx, GluKind kind, Fired fired, float* out) {
     if (n_idx == 0) {
       std::fill(out, out + n_tok * down_t.ne0, 0.0f);
       return;
     }
     const bool ungated = kind == GluKind::kReluUngated;
     us_.resize(static_cast<size_t>(ungated ? 0 : n_tok * n_idx));
-    if (!ungated) sparse_rows(up, in_, idx_.data(), n_idx, us_.data(), pool_);
+    if (!ungated) sparse_rows(up, in, idx_.data(), n_idx, us_.data(), pool_);
     for (int64_t t = 0; t < n_tok; ++t) {
       float* h = gs_.data() + t * n_idx;
-      glu_row(h, ungated ? nullptr : us_.data() + t * n_idx, n_idx, kind);
+      // As the host's sparse FFN: SwiGLU position-independent over a set of varying length.
+      if (kind == GluKind::kSilu) ops::swiglu_each(h, us_.data() + t * n_idx, n_idx);
+      else glu_row(h, ungated ? nullptr : us_.data() + t * n_idx, n_idx, kind);
       for (int64_t j = 0; j < n_idx; ++j)
         if (!fired(t, j)) h[j] = 0.0f;
     }
@@ -563,6 +595,7 @@ class CpuDevice final : public Device {
   uint64_t charged_ = 0;
   // Scratch of the queued operations (touched only by the worker thread).
   MatmulInput in_;
+  MatmulInput in_rows_ = per_token_input();  // matmul_rows, ffn_threshold_rows
   std::vector<float> cs_, att_blk_, att_tmp_, g_, gs_, us_;
   std::vector<fp16_t> v16_;
   std::vector<int32_t> idx_;

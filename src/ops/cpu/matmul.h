@@ -52,6 +52,7 @@ class MatmulInput {
   int64_t auto_rows() const { return auto_rows_; }
   int64_t n_tok() const { return n_tok_; }
   int64_t ne0() const { return ne0_; }
+  const float* x() const { return x_; }  // the rows reset() was given
   // [n_tok, row_bytes(vt, ne0)] rows quantised to vt (x itself for F32).
   const uint8_t* quantized(GgmlType vt, ThreadPool& pool);
 

@@ -1,5 +1,6 @@
 #include "ops/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -83,6 +84,18 @@ void softmax(float* x, int64_t n) {
 }
 
 void swiglu(float* gate, const float* up, int64_t n) { vec::kernels().swiglu(gate, gate, up, n); }
+
+void swiglu_each(float* gate, const float* up, int64_t n) {
+  constexpr int64_t kBlock = 16;  // the widest kernel's block (vec.h); others are per element
+  const int64_t body = n / kBlock * kBlock;
+  if (body > 0) vec::kernels().swiglu(gate, gate, up, body);
+  if (body == n) return;
+  float g[kBlock] = {}, u[kBlock] = {};
+  std::copy(gate + body, gate + n, g);
+  std::copy(up + body, up + n, u);
+  vec::kernels().swiglu(g, g, u, kBlock);
+  std::copy(g, g + (n - body), gate + body);
+}
 
 void reglu(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;

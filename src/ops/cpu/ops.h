@@ -27,6 +27,11 @@ void rope_apply_neox(float* x, int64_t n_rot, const float* cos_sin);
 void softmax(float* x, int64_t n);
 // gate[i] = silu(gate[i]) * up[i]   (SwiGLU), rounded as ggml_vec_swiglu_f32 on one row
 void swiglu(float* gate, const float* up, int64_t n);
+// The same with every element computed as in a whole SIMD block (the tail padded to one):
+// an element's result depends only on its own gate and up, not on its position or on n. The
+// sparse FFN's sets (a batch's union, a device's share) differ in length and order from one
+// call to the next, so a token's h must not depend on where a neuron falls.
+void swiglu_each(float* gate, const float* up, int64_t n);
 // gate[i] = relu(gate[i]) * up[i]   (ReGLU)
 void reglu(float* gate, const float* up, int64_t n);
 // gate[i] = relu(gate[i]) * relu(up[i])   (dReLU, PowerInfer's bamboo: ggml_relu of both, then

@@ -353,6 +353,12 @@ class VulkanDevice final : public Device {
   void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
                float eps) override;
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
+  // Batch-invariant already: every batch runs the mat-vec, each token's dot products the same
+  // operations in any group of up to kVkMaxVecTokens (no GEMM), so a decode batch is one call
+  // (tests/vulkan/vulkan_session_test.cpp holds this against one-token decodes, bit for bit).
+  void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
+    matmul(w, x, n_tok, y);
+  }
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
   void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,
@@ -369,6 +375,13 @@ class VulkanDevice final : public Device {
   void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                      const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
                      GluKind kind, float* out) override;
+  // The same for the FFN: the gate and up mat-vecs per token, the down projection an fma chain
+  // in index order per output, to which the union's zero h add nothing (down.comp).
+  void ffn_threshold_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
+                          const TensorView& down_t, const float* x, int64_t n_tok,
+                          float threshold, GluKind kind, float* out) override {
+    ffn_threshold(gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
+  }
   void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
