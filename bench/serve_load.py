@@ -6,7 +6,10 @@ Every stream must end with `data: [DONE]` and carry exactly the greedy text of i
 on what else runs). The server's resident memory is sampled throughout and must stay bounded.
 
   bench/serve_load.py -m MODEL.gguf [--bin build/hotcold] [--clients 32] [--duration 30]
-                      [--parallel 8] [--max-tokens 32] [--json OUT.json]
+                      [--parallel 8] [--max-tokens 32] [--json OUT.json] [-- SERVE FLAGS]
+
+Flags after `--` go to `hotcold serve` as they are (a hybrid placement: `-- -ngl 12 --device
+cpu`, `-- --sparsity 0.6 --stats F --device cpu --plan P`).
 
 Prints requests/s, generated tokens/s, latency and time-to-first-token percentiles, and RSS.
 Exit status 1 if any request failed, any stream was incomplete or wrong, or RSS grew more
@@ -91,7 +94,7 @@ def start_server(args):
         return start_llama_server(args)
     cmd = [args.bin, "serve", "-m", args.model, "--host", "127.0.0.1", "--port", "0",
            "--parallel", str(args.parallel), "-c", str(args.parallel * args.ctx_per_slot),
-           "-t", str(args.threads), "--max-queue", str(args.clients)]
+           "-t", str(args.threads), "--max-queue", str(args.clients), *args.serve_flags]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         m = re.search(r"listening on http://([^:]+):(\d+)", line)
@@ -194,6 +197,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--max-rss-growth-mib", type=float, default=24.0)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("serve_flags", nargs="*",
+                    help="after --: more flags for hotcold serve (e.g. -ngl 12 --device cpu)")
     ap.add_argument("--llama-server", default="",
                     help="run the load against llama.cpp's llama-server at this path "
                          "('native': scripts/build_llama_cpp.sh's build)")
@@ -203,6 +208,8 @@ def main():
     ap.add_argument("--max-repeat-ratio", type=float, default=1.0,
                     help="--repeat-prompt: fail above this median second / first ratio")
     args = ap.parse_args()
+    if args.llama_server and args.serve_flags:
+        ap.error("flags after -- are for hotcold serve, not llama-server: " + " ".join(args.serve_flags))
 
     proc, host, port = start_server(args)
     if args.repeat_prompt:
