@@ -25,6 +25,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -232,7 +233,7 @@ void bm_matvec_repacked(benchmark::State& state, GgmlType t, int64_t rows, int64
 // Decode steps of n_tok independent sequences against one L2-resident matrix in the decode
 // layout (the server's batched decode: MatmulMode::kPerToken), optionally in block sums.
 void bm_decode_steps(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols,
-                     int64_t n_tok, bool block_sums) {
+                     int64_t n_tok, bool block_sums, int threads = 1) {
   if (!ops::repack_available(t)) {
     state.SkipWithError("no decode-layout kernel on this CPU");
     return;
@@ -252,7 +253,7 @@ void bm_decode_steps(benchmark::State& state, GgmlType t, int64_t rows, int64_t 
   in.set_mode(ops::MatmulMode::kPerToken);
   for (auto _ : state) {
     in.reset(x.data(), n_tok, cols);  // the activations are quantised in every step, as in decode
-    ops::matmul(wv, in, y.data(), pool_of(1));
+    ops::matmul(wv, in, y.data(), pool_of(threads));
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -270,6 +271,18 @@ void register_matmul() {
                                      [=](benchmark::State& s) { bm_decode_steps(s, t, 1024, 2048, n_tok, bs); })
             ->UseRealTime();
       }
+  // The same at a 7B shape's FFN matrices (DRAM-sized for the whole model, L3-sized alone):
+  // the rates the server's 32-slot decode pass could reach per matrix.
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (auto sh : {std::pair<int64_t, int64_t>{11008, 4096}, {4096, 11008}})
+      for (int threads : {1, 2})
+        benchmark::RegisterBenchmark(("decode_steps/" + std::string(dtype_name(t)) + "/" +
+                                      std::to_string(sh.first) + "x" + std::to_string(sh.second) +
+                                      "/tok:32/threads:" + std::to_string(threads)).c_str(),
+                                     [=](benchmark::State& s) {
+                                       bm_decode_steps(s, t, sh.first, sh.second, 32, false, threads);
+                                     })
+            ->UseRealTime();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::F16}) {
     benchmark::RegisterBenchmark(("matvec_repacked_hot/" + std::string(dtype_name(t)) + "/256x2048/threads:1").c_str(),
