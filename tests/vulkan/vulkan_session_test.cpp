@@ -34,16 +34,21 @@ struct Case {
   bool planner_exact;  // the planners' estimate for these flags is exact
 };
 
+// Three ReLU layers, wide enough for the decode layouts.
+TinyModelSpec relu_spec(GgmlType t) {
+  TinyModelSpec spec;
+  spec.wtype = t;
+  spec.n_embd = 256;
+  spec.n_ff = 512;
+  spec.n_layer = 3;
+  spec.activation = "relu";
+  return spec;
+}
+
 TEST(VulkanSession, ChargesExactlyWhatItPredictsAndNothingMoreWhileItRuns) {
   REQUIRE_VULKAN();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::F16}) {
-    TinyModelSpec spec;
-    spec.wtype = t;
-    spec.n_embd = 256;
-    spec.n_ff = 512;
-    spec.n_layer = 3;
-    spec.activation = "relu";
-    TinyModel tm(spec);
+    TinyModel tm(relu_spec(t));
     auto bytes = tm.bytes();
     auto m = testing::load_tiny(bytes, /*repack=*/true);
     ASSERT_TRUE(m);
@@ -178,13 +183,7 @@ TEST(VulkanSession, BatchedDecodeStepsEqualEachSequenceAlone) {
   REQUIRE_VULKAN();
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::F16}) {
     SCOPED_TRACE(dtype_name(t));
-    TinyModelSpec spec;
-    spec.wtype = t;
-    spec.n_embd = 256;
-    spec.n_ff = 512;
-    spec.n_layer = 3;
-    spec.activation = "relu";
-    TinyModel tm(spec);
+    TinyModel tm(relu_spec(t));
     auto bytes = tm.bytes();
     auto m = testing::load_tiny(bytes, /*repack=*/true);
     ASSERT_TRUE(m);
