@@ -440,15 +440,22 @@ void Scheduler::after_logits(Slot& s, const float* logits) {
   s.state = Slot::State::kDecode;
 }
 
-Status Scheduler::forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
-                               std::vector<float>* logits) {
-  scratch_.device = s.ds.get();
-  if (device_.dynamic) device_.dynamic->begin_call(static_cast<int64_t>(tokens.size()));
-  Status st = llama_forward(*model_, s.cache, scratch_, pool_, tokens, pos0, false, logits);
+template <class F>
+Status Scheduler::bracketed(DeviceSession* ds, int64_t n_tok, F&& run) {
+  scratch_.device = ds;
+  if (device_.dynamic) device_.dynamic->begin_call(n_tok);
+  Status st = run();
   // Between forward passes: the dynamic sparsity may migrate (no pass of any slot runs now).
   if (device_.dynamic && st.ok()) st = device_.dynamic->end_call();
   scratch_.device = nullptr;
   return st;
+}
+
+Status Scheduler::forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
+                               std::vector<float>* logits) {
+  return bracketed(s.ds.get(), static_cast<int64_t>(tokens.size()), [&] {
+    return llama_forward(*model_, s.cache, scratch_, pool_, tokens, pos0, false, logits);
+  });
 }
 
 Scheduler::Slot* Scheduler::next_prefill() {
@@ -552,16 +559,12 @@ void Scheduler::decode_all() {
   collect_steps();
   if (steps_.empty()) return;
   const double t0 = seconds_now();
-  Status st;
   // One pass for every generating slot; with a device, each step's row over the placement
   // with its own slot's session (its device KV), the first slot's session carrying the batch:
   // every row gets its one-token decode's arithmetic, so the output is still run's.
-  scratch_.device = device_.model ? step_slots_.front()->ds.get() : nullptr;
-  if (device_.dynamic) device_.dynamic->begin_call(static_cast<int64_t>(steps_.size()));
-  st = llama_forward_multi(*model_, steps_, scratch_, pool_, &logits_);
-  // Between forward passes: the dynamic sparsity may migrate (no pass of any slot runs now).
-  if (device_.dynamic && st.ok()) st = device_.dynamic->end_call();
-  scratch_.device = nullptr;
+  const Status st = bracketed(step_slots_.front()->ds.get(), static_cast<int64_t>(steps_.size()),
+                              [&] { return llama_forward_multi(*model_, steps_, scratch_, pool_,
+                                                               &logits_); });
   decoded(st, t0, seconds_now(), logits_.data());
 }
 

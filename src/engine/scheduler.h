@@ -204,7 +204,11 @@ class Scheduler {
   Scheduler(std::shared_ptr<const LlamaModel> model, std::shared_ptr<const SparseFfn> sparse,
             const SchedulerParams& params, NoStart);
   void start();
-  // One prompt pass of one slot: its device session, the dynamic sparsity's call bracket.
+  // One forward pass `run` with the scratch's device session set to ds (null without a device)
+  // inside the dynamic sparsity's call bracket (begin_call(n_tok) / end_call).
+  template <class F>
+  Status bracketed(DeviceSession* ds, int64_t n_tok, F&& run);
+  // One prompt pass of one slot, with its device session.
   Status forward_slot(Slot& s, std::span<const int32_t> tokens, int pos0,
                       std::vector<float>* logits);
   // Prompt chunks run as their own passes (llama_forward_mixed is for the dense host model).

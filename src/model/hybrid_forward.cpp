@@ -27,6 +27,18 @@ Status DeviceResidual::to_host(float* x_host, int64_t n) {
   return Status::Ok();
 }
 
+namespace {
+
+// y = x W^T on the device: rows of independent sequences each as a one-row call computes it
+// (per_row), else as one batch.
+void device_matmul(ops::Device& dev, bool per_row, const TensorView& w, const float* x,
+                   int64_t n_tok, float* y) {
+  if (per_row) dev.matmul_rows(w, x, n_tok, y);
+  else dev.matmul(w, x, n_tok, y);
+}
+
+}  // namespace
+
 void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
                       int pos0, std::span<const SeqStep> steps) {
   const LlamaHParams& hp = model.hparams();
@@ -36,8 +48,7 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
   const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
   const bool per_row = !steps.empty();
   const auto mm = [&](const TensorView& w, const float* x, float* y) {
-    if (per_row) dev.matmul_rows(w, x, n_tok, y);
-    else dev.matmul(w, x, n_tok, y);
+    device_matmul(dev, per_row, w, x, n_tok, y);
   };
   dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.attn_norm.data), n_tok, hp.n_embd,
               hp.rms_eps);
@@ -84,8 +95,7 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
   const auto mm = [&](const TensorView& w, const float* x, float* y) {
-    if (per_row) dev.matmul_rows(w, x, n_tok, y);
-    else dev.matmul(w, x, n_tok, y);
+    device_matmul(dev, per_row, w, x, n_tok, y);
   };
   dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.ffn_norm.data), n_tok, hp.n_embd,
               hp.rms_eps);
@@ -295,14 +305,10 @@ int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const D
       xe = ds.xe;
     }
     // Independent sequences' routes: each as its one-route matmul.
-    const auto mm = [&](const TensorView& w, const float* x, float* y) {
-      if (per_row) dev.matmul_rows(w, x, rows, y);
-      else dev.matmul(w, x, rows, y);
-    };
-    mm(E.gate, xe, ds.gate);
-    mm(E.up, xe, ds.up);
+    device_matmul(dev, per_row, E.gate, xe, rows, ds.gate);
+    device_matmul(dev, per_row, E.up, xe, rows, ds.up);
     dev.glu(ds.gate, ds.up, rows, hp.n_ff, kind);
-    mm(E.down, ds.gate, ds.proj);
+    device_matmul(dev, per_row, E.down, ds.gate, rows, ds.proj);
     dev.set_rows_scaled(ds.routes_out, ds.proj, ds.route_row + at, ds.route_w + at, rows, n_embd);
     sc.stats.bytes_device += rows_bytes(E.gate, E.gate.ne1) + rows_bytes(E.up, E.up.ne1) +
                              rows_bytes(E.down, E.down.ne1);
@@ -354,8 +360,7 @@ Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, 
   const int64_t n_out = n_tok - first;
   dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
               n_out, hp.n_embd, hp.rms_eps);
-  if (per_row) dev.matmul_rows(dm.output(), ds.xb, n_out, ds.logits);
-  else dev.matmul(dm.output(), ds.xb, n_out, ds.logits);
+  device_matmul(dev, per_row, dm.output(), ds.xb, n_out, ds.logits);
   const uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
   dev.copy_to_host(ds.h_logits, ds.logits, bytes);
   HC_TRY(dev.sync());

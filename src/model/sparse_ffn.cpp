@@ -107,9 +107,12 @@ void add_gate_bias(const LlamaLayerWeights& L, float* y, const int32_t* idx, int
   }
 }
 
-// g = h = act(g) * u in place (ungated FFN: act(g); u unused).
+// g = h = act(g) * u in place (ungated FFN: act(g); u unused), over a set of neurons: SwiGLU
+// per element (ops::swiglu_each), since a set's length and order vary from call to call and a
+// neuron's h must not depend on where it falls.
 void apply_act(const LlamaHParams& hp, float* g, const float* u, int64_t n) {
   if (!hp.ffn_gated) ffn_activation(hp.ffn_act, g, g, n);
+  else if (hp.ffn_act == FfnActivation::kSilu) ops::swiglu_each(g, u, n);
   else gated_activation(hp.ffn_act, g, u, 1, n);
 }
 
@@ -152,11 +155,7 @@ void up_act_down(const LlamaModel& model, const SparseFfn& sparse, int il, ops::
   }
   for (int64_t t = 0; t < n_tok; ++t) {
     float* h = sc.gs.data() + t * n_idx;
-    // SwiGLU position-independent (ops::swiglu_each): the set's length and order vary.
-    if (hp.ffn_gated && hp.ffn_act == FfnActivation::kSilu)
-      ops::swiglu_each(h, sc.us.data() + t * n_idx, n_idx);
-    else
-      apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
+    apply_act(hp, h, sc.us.data() + t * n_idx, n_idx);
     for (int64_t j = 0; j < n_idx; ++j)  // a neuron of the union that this token did not fire
       if (!fired(t, j)) h[j] = 0.0f;
   }

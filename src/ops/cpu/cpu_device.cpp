@@ -226,24 +226,10 @@ class CpuDevice final : public Device {
     });
   }
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
-    if (!ok("matmul", check::weight("weight", w, -1)) || n_tok <= 0 || w.ne1 == 0 ||
-        !ok("matmul", check::nulls({{"x", x}, {"y", y}})))
-      return;
-    enqueue([=, this] {
-      const auto t0 = Clock::now();
-      ops::matmul(w, x, n_tok, y, pool_, in_);
-      pace(bytes_of(w), t0);
-    });
+    queue_matmul("matmul", in_, w, x, n_tok, y);
   }
   void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
-    if (!ok("matmul_rows", check::weight("weight", w, -1)) || n_tok <= 0 || w.ne1 == 0 ||
-        !ok("matmul_rows", check::nulls({{"x", x}, {"y", y}})))
-      return;
-    enqueue([=, this] {
-      const auto t0 = Clock::now();
-      ops::matmul(w, x, n_tok, y, pool_, in_rows_);  // in_rows_ is kPerToken
-      pace(bytes_of(w), t0);
-    });
+    queue_matmul("matmul_rows", in_rows_, w, x, n_tok, y);  // in_rows_ is kPerToken
   }
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override {
@@ -332,14 +318,8 @@ class CpuDevice final : public Device {
   void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
                      const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
                      GluKind kind, float* out) override {
-    if (!ok("ffn_threshold", check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
-        !ok("ffn_threshold", check::nulls({{"x", x}, {"out", out}})))
-      return;
-    enqueue([=, this] {
-      const auto t0 = Clock::now();
-      ffn_threshold_now(in_, gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
-      pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
-    });
+    queue_ffn_threshold("ffn_threshold", in_, gate, gate_bias, up, down_t, x, n_tok, threshold,
+                        kind, out);
   }
   // The gate in the per-token decode kernels; up and down are per row already (sparse_rows'
   // dot products, sparse_down's fma chain in index order, to which the union's zero h add
@@ -347,14 +327,8 @@ class CpuDevice final : public Device {
   void ffn_threshold_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
                           const TensorView& down_t, const float* x, int64_t n_tok,
                           float threshold, GluKind kind, float* out) override {
-    if (!ok("ffn_threshold_rows", check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
-        !ok("ffn_threshold_rows", check::nulls({{"x", x}, {"out", out}})))
-      return;
-    enqueue([=, this] {
-      const auto t0 = Clock::now();
-      ffn_threshold_now(in_rows_, gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
-      pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
-    });
+    queue_ffn_threshold("ffn_threshold_rows", in_rows_, gate, gate_bias, up, down_t, x, n_tok,
+                        threshold, kind, out);
   }
   void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
@@ -443,6 +417,32 @@ class CpuDevice final : public Device {
   }
   static void ffn_relu(float* g, int64_t n) {
     for (int64_t i = 0; i < n; ++i) g[i] = g[i] > 0.0f ? g[i] : 0.0f;
+  }
+  // matmul / matmul_rows: the same checks and operation, in's mode deciding the arithmetic.
+  void queue_matmul(const char* op, MatmulInput& in, const TensorView& w, const float* x,
+                    int64_t n_tok, float* y) {
+    if (!ok(op, check::weight("weight", w, -1)) || n_tok <= 0 || w.ne1 == 0 ||
+        !ok(op, check::nulls({{"x", x}, {"y", y}})))
+      return;
+    enqueue([=, this, &in] {
+      const auto t0 = Clock::now();
+      ops::matmul(w, x, n_tok, y, pool_, in);
+      pace(bytes_of(w), t0);
+    });
+  }
+  // ffn_threshold / ffn_threshold_rows, likewise.
+  void queue_ffn_threshold(const char* op, MatmulInput& in, const TensorView& gate,
+                           const float* gate_bias, const TensorView& up, const TensorView& down_t,
+                           const float* x, int64_t n_tok, float threshold, GluKind kind,
+                           float* out) {
+    if (!ok(op, check::ffn(gate, up, down_t, kind)) || n_tok <= 0 ||
+        !ok(op, check::nulls({{"x", x}, {"out", out}})))
+      return;
+    enqueue([=, this, &in] {
+      const auto t0 = Clock::now();
+      ffn_threshold_now(in, gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
+      pace(bytes_of(gate) + bytes_of(up) + bytes_of(down_t), t0);
+    });
   }
   static MatmulInput per_token_input() {
     MatmulInput in;
