@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -225,6 +226,42 @@ TEST_F(DeviceFfn, RowsEveryTypeMatchesScalarReconstruction) {
       run_rows(dev, w, n_tok, 0.4, ++seed);
       run_rows(dev, w, n_tok, 0.03, ++seed);  // a few neurons: one split
       run_rows(dev, w, n_tok, 0.0, ++seed);   // none: out = 0
+    }
+  }
+}
+
+// ffn_threshold_rows (a server's decode steps over hot neurons): every row bit for bit what a
+// one-row ffn_threshold gives, though the rows fire different neurons (a threshold at the
+// median) and the batch crosses the devices' groups of 8 tokens.
+TEST_F(DeviceFfn, ThresholdRowsEqualOneRowCalls) {
+  uint32_t seed = 3000;
+  for (GgmlType t : kAllTypes) {
+    const Weights w = make_weights(dev, t, 300, test_embd(t), seed += 3);
+    const int64_t n_embd = w.gate.cols;
+    for (int64_t n_tok : {2, 9, 17}) {
+      const auto x = randn(static_cast<size_t>(n_tok * n_embd), ++seed, 0.5f);
+      auto dx = to_device(dev, x);
+      for (ops::GluKind kind : {ops::GluKind::kSilu, ops::GluKind::kRelu}) {
+        const float threshold = median_threshold(w, x, n_tok, kind, {});
+        const uint64_t bytes = static_cast<uint64_t>(n_tok * n_embd) * 4;
+        DeviceBuffer batched(dev, bytes), alone(dev, bytes);
+        dev->ffn_threshold_rows(w.gate.view(), nullptr, w.up.view(), w.down_t.view(),
+                                dx->as<float>(), n_tok, threshold, kind, batched.as<float>());
+        for (int64_t r = 0; r < n_tok; ++r)
+          dev->ffn_threshold(w.gate.view(), nullptr, w.up.view(), w.down_t.view(),
+                             dx->as<float>() + r * n_embd, 1, threshold, kind,
+                             alone.as<float>() + r * n_embd);
+        check(dev->sync(), "ffn_threshold_rows");
+        const size_t n = static_cast<size_t>(n_tok * n_embd);
+        const auto got = from_device<float>(dev, batched.as<void>(), n);
+        const auto want = from_device<float>(dev, alone.as<void>(), n);
+        for (size_t i = 0; i < n; ++i) {
+          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+              << describe(w, n_tok) << " kind " << static_cast<int>(kind) << ": row "
+              << i / static_cast<size_t>(n_embd) << " output " << i % static_cast<size_t>(n_embd)
+              << " batched " << got[i] << " alone " << want[i];
+        }
+      }
     }
   }
 }

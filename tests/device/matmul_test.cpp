@@ -6,11 +6,13 @@
 //     quantises activations, as matmul_ref does);
 //   - odd shapes: row counts that are not multiples of a kernel's row block, rows longer than a
 //     1024-element staging chunk with a tail, float rows of odd length, padded and misaligned
-//     row strides, token counts 1 to 17 (groups of 8 and their tails) and a prompt batch.
+//     row strides, token counts 1 to 17 (groups of 8 and their tails) and a prompt batch;
+//   - matmul_rows: each row bit for bit a one-row matmul.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "device_test_util.h"
@@ -87,6 +89,42 @@ TEST_F(DeviceMatmul, PaddedAndUnalignedRowStrides) {
     for (int64_t pad : {t == GgmlType::F32 ? int64_t{4} : int64_t{2}, int64_t{64}}) {
       const Matrix m = make_matrix(dev, t, 33, cols, ++seed, pad);
       for (int64_t n_tok : {1, 5, 40}) check_matmul(dev, m, n_tok, ++seed);
+    }
+  }
+}
+
+// Index and values of the first element where a and b differ in bits, or -1.
+int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+// matmul_rows (a server's decode steps, one row per sequence): every row bit for bit what a
+// one-row matmul gives, at batch sizes that cross each device's token groups (8 per mat-vec
+// launch) and its GEMM threshold (the CPU device from 8 rows, CUDA's cuBLAS above 32).
+TEST_F(DeviceMatmul, RowsEqualOneRowCalls) {
+  uint32_t seed = 700;
+  for (GgmlType t : kAllTypes) {
+    const int64_t cols = test_cols(t).back();  // past one staging chunk, with a tail
+    const Matrix m = make_matrix(dev, t, 300, cols, ++seed);
+    for (int64_t n_tok : {2, 8, 9, 17, 33, 40}) {
+      const auto x = randn(static_cast<size_t>(n_tok * cols), ++seed);
+      auto dx = to_device(dev, x);
+      const uint64_t bytes = static_cast<uint64_t>(n_tok * m.rows) * 4;
+      DeviceBuffer batched(dev, bytes), alone(dev, bytes);
+      dev->matmul_rows(m.view(), dx->as<float>(), n_tok, batched.as<float>());
+      for (int64_t r = 0; r < n_tok; ++r)
+        dev->matmul(m.view(), dx->as<float>() + r * cols, 1, alone.as<float>() + r * m.rows);
+      check(dev->sync(), "matmul_rows");
+      const size_t n = static_cast<size_t>(n_tok * m.rows);
+      const auto got = from_device<float>(dev, batched.as<void>(), n);
+      const auto want = from_device<float>(dev, alone.as<void>(), n);
+      const int64_t i = first_difference(got, want);
+      ASSERT_EQ(i, -1) << dtype_name(t) << " [300, " << cols << "] n_tok " << n_tok << ": row "
+                       << i / m.rows << " output " << i % m.rows << " batched " << got[i]
+                       << " alone " << want[i];
     }
   }
 }

@@ -36,6 +36,8 @@
 // cublasGemmEx in fp32 (CUBLAS_COMPUTE_32F: no TF32, no fp16 rounding of the activations:
 // device.h wants the weights' quantisation only). If the scratch does not fit in the budget the
 // mat-vec path is used instead: slower, never wrong.
+// matmul_rows (a server's decode steps, one row per sequence): always the mat-vec in groups
+// of 8, each row bit-identical to a one-row matmul (matvec.cu), the weights read once per 8.
 //
 // ffn_threshold / ffn_rows, per group of up to 8 tokens:
 //   gate pass   g[t, j] = gate[row j] . x_t          (ffn_rows: rows idx[j], skipped when no

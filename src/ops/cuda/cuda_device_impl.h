@@ -67,6 +67,12 @@ class CudaDevice final : public Device {
   void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
                float eps) override;
   void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
+  // The rows of independent sequences (a server's decode steps): the mat-vec, 8 rows per
+  // launch, whatever the count (never cuBLAS). Each row's dot products are the same operations
+  // in any group of up to 8 (every lane walks the same groups of a row in the same order for
+  // any NT; matvec.cu), so every row equals a one-row matmul, and the weights are read once per
+  // 8 rows instead of once per row.
+  void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
   void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
   void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,

@@ -143,6 +143,12 @@ void CudaDevice::matmul(const TensorView& w, const float* x, int64_t n_tok, floa
   matvec(w, x, n_tok, y);
 }
 
+void CudaDevice::matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) {
+  select();
+  if (!check_weight("matmul_rows", "weight", w, -1) || n_tok <= 0 || w.ne1 == 0) return;
+  matvec(w, x, n_tok, y);
+}
+
 // y [n_tok, ne1] through the mat-vec kernel, kMaxVecTokens tokens per launch.
 void CudaDevice::matvec(const TensorView& w, const float* x, int64_t n_tok, float* y) {
   for (int64_t t0 = 0; t0 < n_tok; t0 += kMaxVecTokens) {

@@ -8,6 +8,11 @@
 // reads are coalesced; all of a chunk's loads are issued before the first is used) and
 // accumulates NT dot products in fp32 registers; a warp shuffle sums the lanes at the end. The
 // weights are read exactly once per launch, which is what bounds the kernel (memory speed).
+// A token's result does not depend on NT or on the other tokens: the chunk (2048 or 1024
+// elements) is a multiple of a warp step (256), so every lane visits the groups lane * 8 +
+// 256 * k of a row in the same order for any NT, with the same fmaf chain, and the same
+// shuffle sum (CudaDevice::matmul_rows relies on this; the device contract's
+// DeviceMatmul.RowsEqualOneRowCalls holds it).
 #include "ops/cuda/cuda_common.cuh"
 #include "ops/cuda/dequant.cuh"
 #include "ops/cuda/kernels.h"
