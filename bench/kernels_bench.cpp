@@ -12,6 +12,8 @@
 //   decode_steps/TYPE[-bs]/RxC/tok:N  N independent decode steps (kPerToken) against an
 //                                     L2-resident matrix in the decode layout (-bs: block sums)
 //   quantize_act/TYPE, rmsnorm, rope, softmax, swiglu, attention: the per-token ops
+//   attention_cold/...          attention over 2048 caches in turn (a serving decode step's
+//                               cold KV rows, read from DRAM)
 //   membw/KERNEL/...            the STREAM-like probe's kernels (src/ops/cpu/membw.h)
 // Weights are random floats quantised with hc::quant::quantize_row.
 #include <benchmark/benchmark.h>
@@ -390,10 +392,16 @@ void bm_swiglu(benchmark::State& state, int64_t n) {
 }
 
 // One query token over n_kv cached positions, all heads on one thread; bytes = K and V read.
-void bm_attention(benchmark::State& state, int n_head, int n_head_kv, int head_dim, int64_t n_kv) {
-  const int64_t n_ctx = n_kv;
+// n_caches > 1: that many separate caches of max(n_kv, 256) positions (a server's slots times
+// layers), visited one after the other, the next one's rows prefetched as the decode step's
+// loop does, so that each call finds its K and V rows in DRAM as a serving decode step does
+// (the weights have streamed through the CPU caches since that cache's previous visit).
+void bm_attention(benchmark::State& state, int n_head, int n_head_kv, int head_dim, int64_t n_kv,
+                  int64_t n_caches = 1) {
+  const int64_t n_ctx = n_caches == 1 ? n_kv : std::max<int64_t>(n_kv, 256);
   const int64_t kv_dim = int64_t{n_head_kv} * head_dim;
-  std::vector<fp16_t> k(n_ctx * kv_dim), v_t(kv_dim * n_ctx);
+  const int64_t per = n_ctx * kv_dim;
+  std::vector<fp16_t> k(per * n_caches), v_t(per * n_caches);
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> d(-1.0f, 1.0f);
   for (auto& e : k) e = fp32_to_fp16(d(rng));
@@ -409,11 +417,17 @@ void bm_attention(benchmark::State& state, int n_head, int n_head_kv, int head_d
   shape.v_stride = n_ctx;
   const ops::AttentionKernels kernels = ops::attention_kernels(1, head_dim, n_kv_pad);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  int64_t c = 0;
   for (auto _ : state) {
-    ops::attention_one(q.data(), k.data(), v_t.data(), n_kv, n_kv_pad, shape, scale, kernels, 0, n_head,
-                       out.data(), scratch.data());
+    const int64_t next = c + 1 == n_caches ? 0 : c + 1;
+    if (n_caches > 1)
+      ops::attention_prefetch(k.data() + next * per, v_t.data() + next * per, n_kv, shape, 0,
+                              n_head_kv);
+    ops::attention_one(q.data(), k.data() + c * per, v_t.data() + c * per, n_kv, n_kv_pad, shape,
+                       scale, kernels, 0, n_head, out.data(), scratch.data());
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
+    c = next;
   }
   report_bytes(state, 2.0 * 2 * n_kv * kv_dim);
 }
@@ -439,6 +453,12 @@ void register_ops() {
   for (int64_t n_kv : {32, 256, 1024})
     benchmark::RegisterBenchmark(("attention/9h_3kv_64d/n_kv:" + std::to_string(n_kv)).c_str(),
                                  [=](benchmark::State& s) { bm_attention(s, 9, 3, 64, n_kv); })
+        ->UseRealTime();
+  // The same from DRAM: 2048 caches (384 MiB; the rows one call reads, 24-48 MiB in all, do
+  // not stay in L3 until the next visit), as 32 slots x 30 layers of SmolLM2 serving.
+  for (int64_t n_kv : {32, 64})
+    benchmark::RegisterBenchmark(("attention_cold/9h_3kv_64d/n_kv:" + std::to_string(n_kv)).c_str(),
+                                 [=](benchmark::State& s) { bm_attention(s, 9, 3, 64, n_kv, 2048); })
         ->UseRealTime();
 }
 

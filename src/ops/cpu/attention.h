@@ -45,6 +45,13 @@ int64_t attention_kv_pad(int64_t n_kv);
 //   v_t: [n_head_kv * head_dim, v_stride] fp16, row h_kv * head_dim + d = dim d over positions
 //   out: [n_head, head_dim] fp32
 //   scratch: [2 * n_kv_pad] fp32
+// Prefetches the cache lines attention_one reads for KV heads [hk_begin, hk_end): their part
+// of K positions [0, n_kv) and their V^T rows over [0, n_kv). A decode step's caches are
+// usually in DRAM (the weights have streamed through the CPU caches since that sequence's
+// previous step), so the step's loop prefetches the next sequence's while computing one.
+void attention_prefetch(const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
+                        const AttentionShape& shape, int hk_begin, int hk_end);
+
 void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
                    int64_t n_kv_pad, const AttentionShape& shape, float scale,
                    AttentionKernels kernels, int h_begin, int h_end, float* out, float* scratch);

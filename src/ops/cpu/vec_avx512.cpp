@@ -115,10 +115,15 @@ inline void accumulate(const fp16_t* x, int64_t ldx, const float* yf, int64_t b0
       const int64_t left = valid - (i + 16 * c);
       m[c] = left >= 16 ? 0xFFFF : left <= 0 ? 0 : static_cast<__mmask16>((1u << left) - 1);
     }
+    // Chunks wholly past `valid` (a suffix) are skipped: each would add 0 * 0 to an
+    // accumulator, which changes no bit (an fma chain from +0 never holds -0), and their masked
+    // loads, though they read nothing, still wait for the cache line past the row's data (a
+    // decode step's V^T rows: the miss nothing prefetched).
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 4
       for (int c = 0; c < kAcc; ++c) {
+        if (m[c] == 0) break;
         const int64_t e = i + 16 * c;
         const __m512 xv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m[c], x + r * ldx + e));
         a[r][c] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(yf + (e - b0)), a[r][c]);
