@@ -297,21 +297,18 @@ void attention_block(const LlamaModel& model, const LlamaLayerWeights& L, int il
       int64_t b, e;
       ThreadPool::split(n_items, ith, nth, &b, &e);
       float* tmp = s.att_tmp.data() + static_cast<int64_t>(ith) * tmp_stride;
-      const int group = hp.n_head / hp.n_head_kv;
-      // A decode batch's caches are cold (the weights have streamed through the CPU caches
-      // since each sequence's previous step): the next token's KV rows are fetched while this
-      // one's heads compute (and the first token's own as the range starts).
-      auto prefetch = [&](int64_t t, int hk_begin) {
-        const KvCache& c = rows.cache_of(t);
-        const ops::AttentionShape sh{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, c.n_ctx};
-        ops::attention_prefetch(c.k_at(il, 0), c.v_row(il, 0), rows.pos_of(t) + 1, sh, hk_begin,
-                                hp.n_head_kv);
-      };
       for (int64_t it = b; it < e; ++it) {
         const int64_t t = t_one + it / hp.n_head;
         const int h = static_cast<int>(it % hp.n_head);
-        if (it == b) prefetch(t, h / group);
-        if ((it == b || h == 0) && t + 1 < n_tok) prefetch(t + 1, 0);
+        if ((it == b || h == 0) && t + 1 < n_tok) {
+          // A decode batch's caches are cold (the weights have streamed through the CPU caches
+          // since each sequence's previous step): the next token's KV rows are fetched while
+          // this one's heads compute.
+          const KvCache& next = rows.cache_of(t + 1);
+          const ops::AttentionShape sh{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, next.n_ctx};
+          ops::attention_prefetch(next.k_at(il, 0), next.v_row(il, 0), rows.pos_of(t + 1) + 1, sh,
+                                  0, hp.n_head_kv);
+        }
         KvCache& cache = rows.cache_of(t);
         const ops::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim, kv_dim, cache.n_ctx};
         ops::attention_one(s.q + t * q_dim, cache.k_at(il, 0), cache.v_row(il, 0),

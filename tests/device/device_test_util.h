@@ -68,6 +68,14 @@ inline void check(const Status& st, const std::string& what) {
   if (!st.ok()) throw std::runtime_error(what + ": " + st.message());
 }
 
+// The first index where a and b differ in bits (same sizes), or -1.
+inline int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
 // Device memory owned by a test.
 class DeviceBuffer {
  public:

@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -255,12 +254,10 @@ TEST_F(DeviceFfn, ThresholdRowsEqualOneRowCalls) {
         const size_t n = static_cast<size_t>(n_tok * n_embd);
         const auto got = from_device<float>(dev, batched.as<void>(), n);
         const auto want = from_device<float>(dev, alone.as<void>(), n);
-        for (size_t i = 0; i < n; ++i) {
-          ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
-              << describe(w, n_tok) << " kind " << static_cast<int>(kind) << ": row "
-              << i / static_cast<size_t>(n_embd) << " output " << i % static_cast<size_t>(n_embd)
-              << " batched " << got[i] << " alone " << want[i];
-        }
+        const int64_t i = first_difference(got, want);
+        ASSERT_EQ(i, -1) << describe(w, n_tok) << " kind " << static_cast<int>(kind) << ": row "
+                         << i / n_embd << " output " << i % n_embd << " batched " << got[i]
+                         << " alone " << want[i];
       }
     }
   }

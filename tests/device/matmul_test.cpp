@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "device_test_util.h"
@@ -91,14 +90,6 @@ TEST_F(DeviceMatmul, PaddedAndUnalignedRowStrides) {
       for (int64_t n_tok : {1, 5, 40}) check_matmul(dev, m, n_tok, ++seed);
     }
   }
-}
-
-// Index and values of the first element where a and b differ in bits, or -1.
-int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
-  }
-  return -1;
 }
 
 // matmul_rows (a server's decode steps, one row per sequence): every row bit for bit what a

@@ -30,16 +30,18 @@ int64_t attention_kv_pad(int64_t n_kv) {
 void attention_prefetch(const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
                         const AttentionShape& shape, int hk_begin, int hk_end) {
   const int64_t hd = shape.head_dim;
-  // K: positions [0, n_kv), the heads' part of each; V^T: the heads' rows over [0, n_kv).
-  const int64_t k_bytes = (hk_end - hk_begin) * hd * int64_t{sizeof(fp16_t)};
+  const int64_t rows = (hk_end - hk_begin) * hd;  // V^T rows; also the K elements per position
+  const int64_t n = std::min(n_kv, kAttentionPrefetchBytes / (2 * rows * int64_t{sizeof(fp16_t)}));
+  // K: positions [0, n), the heads' part of each; V^T: the heads' rows over [0, n).
+  const int64_t k_bytes = rows * int64_t{sizeof(fp16_t)};
   const char* kp = reinterpret_cast<const char*>(k + hk_begin * hd);
-  for (int64_t j = 0; j < n_kv; ++j) {
+  for (int64_t j = 0; j < n; ++j) {
     const char* r = kp + j * shape.k_stride * int64_t{sizeof(fp16_t)};
     for (int64_t b = 0; b < k_bytes; b += 64) __builtin_prefetch(r + b, 0, 3);
   }
-  const int64_t v_bytes = n_kv * int64_t{sizeof(fp16_t)};
+  const int64_t v_bytes = n * int64_t{sizeof(fp16_t)};
   const char* vp = reinterpret_cast<const char*>(v_t + hk_begin * hd * shape.v_stride);
-  for (int64_t d = 0; d < (hk_end - hk_begin) * hd; ++d) {
+  for (int64_t d = 0; d < rows; ++d) {
     const char* r = vp + d * shape.v_stride * int64_t{sizeof(fp16_t)};
     for (int64_t b = 0; b < v_bytes; b += 64) __builtin_prefetch(r + b, 0, 3);
   }

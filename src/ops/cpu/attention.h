@@ -38,6 +38,16 @@ AttentionKernels attention_kernels(int64_t n_tokens, int head_dim, int64_t n_kv_
 // n_kv are masked and never read, so it may exceed our cache size.
 int64_t attention_kv_pad(int64_t n_kv);
 
+// Prefetches the cache lines attention_one reads for KV heads [hk_begin, hk_end): their part
+// of K positions [0, n) and their V^T rows over [0, n), n = n_kv or fewer, so that at most
+// kAttentionPrefetchBytes are asked for (a long context's rows would only evict each other
+// from L1; the hardware prefetcher follows the rest of each row). A decode step's caches are
+// usually in DRAM (the weights have streamed through the CPU caches since that sequence's
+// previous step), so the step's loop prefetches the next sequence's while computing one.
+constexpr int64_t kAttentionPrefetchBytes = 64 * 1024;
+void attention_prefetch(const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
+                        const AttentionShape& shape, int hk_begin, int hk_end);
+
 // One query token attending to cache positions [0, n_kv) of a view of n_kv_pad >= n_kv
 // positions (the rest masked), for query heads [h_begin, h_end).
 //   q:   [n_head, head_dim] fp32 (already rotated)
@@ -45,13 +55,6 @@ int64_t attention_kv_pad(int64_t n_kv);
 //   v_t: [n_head_kv * head_dim, v_stride] fp16, row h_kv * head_dim + d = dim d over positions
 //   out: [n_head, head_dim] fp32
 //   scratch: [2 * n_kv_pad] fp32
-// Prefetches the cache lines attention_one reads for KV heads [hk_begin, hk_end): their part
-// of K positions [0, n_kv) and their V^T rows over [0, n_kv). A decode step's caches are
-// usually in DRAM (the weights have streamed through the CPU caches since that sequence's
-// previous step), so the step's loop prefetches the next sequence's while computing one.
-void attention_prefetch(const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
-                        const AttentionShape& shape, int hk_begin, int hk_end);
-
 void attention_one(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t n_kv,
                    int64_t n_kv_pad, const AttentionShape& shape, float scale,
                    AttentionKernels kernels, int h_begin, int h_end, float* out, float* scratch);
