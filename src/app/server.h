@@ -110,7 +110,7 @@ Result<std::unique_ptr<HttpServer>> open_http_server(HttpServerConfig cfg);
 //   HttpServer* hc_http_server_create(int abi, size_t config_bytes, HttpServerConfig* cfg,
 //                                     std::string* error);
 // abi and config_bytes guard against a module built from other sources than the binary.
-inline constexpr int kHttpModuleAbi = 3;
+inline constexpr int kHttpModuleAbi = 4;
 inline constexpr char kHttpModuleFile[] = "libhotcold_http.so";
 inline constexpr char kHttpModuleEntry[] = "hc_http_server_create";
 using HttpServerFactory = HttpServer* (*)(int abi, size_t config_bytes, HttpServerConfig* cfg,

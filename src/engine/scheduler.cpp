@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <optional>
 
 #include "core/log.h"
@@ -15,93 +14,6 @@ double seconds_now() {
 }
 constexpr double kRecentWindow = 10.0;  // seconds of decode history behind the tokens/s gauge
 }  // namespace
-
-const char* finish_reason_name(FinishReason r) {
-  switch (r) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-    case FinishReason::kNone: break;
-  }
-  return "none";
-}
-
-// ---- GenRequest ------------------------------------------------------------------------------
-
-GenRequest::Update GenRequest::take(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait_for(lk, timeout, [&] { return done_ || !text_.empty() || !logprobs_.empty(); });
-  Update u;
-  u.text = std::move(text_);
-  text_.clear();
-  u.logprobs = std::move(logprobs_);
-  logprobs_.clear();
-  u.done = done_;
-  u.reason = reason_;
-  u.error = error_;
-  u.n_prompt = static_cast<int>(prompt_.size());
-  u.n_generated = n_generated_;
-  return u;
-}
-
-GenRequest::Update GenRequest::wait_all() {
-  std::string all;
-  std::vector<TokenLogprob> probs;
-  for (;;) {
-    Update u = take(std::chrono::milliseconds(1000));
-    all += u.text;
-    probs.insert(probs.end(), std::make_move_iterator(u.logprobs.begin()),
-                 std::make_move_iterator(u.logprobs.end()));
-    if (u.done) {
-      u.text = std::move(all);
-      u.logprobs = std::move(probs);
-      return u;
-    }
-  }
-}
-
-bool GenRequest::wait_started(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lk(mu_);
-  return cv_.wait_for(lk, timeout, [&] { return started_ || done_; });
-}
-
-bool GenRequest::done() {
-  std::lock_guard<std::mutex> lk(mu_);
-  return done_;
-}
-
-void GenRequest::mark_started() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    started_ = true;
-  }
-  cv_.notify_all();
-}
-
-void GenRequest::append(const std::string& text, int n_generated, TokenLogprob* logprob) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    text_ += text;
-    n_generated_ = n_generated;
-    if (logprob) logprobs_.push_back(std::move(*logprob));
-  }
-  // A held-back piece (partial UTF-8, stop prefix) wakes no one, unless it has a log probability.
-  if (!text.empty() || logprob) cv_.notify_all();
-}
-
-void GenRequest::finish(FinishReason reason, std::string error) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (done_) return;
-    done_ = true;
-    reason_ = reason;
-    error_ = std::move(error);
-  }
-  cv_.notify_all();
-}
-
-// ---- Scheduler -------------------------------------------------------------------------------
 
 struct Scheduler::Slot {
   enum class State { kFree, kPrefill, kDecode };

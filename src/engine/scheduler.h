@@ -45,6 +45,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/gen_request.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/text_stream.h"
@@ -56,80 +57,6 @@
 #include "model/sparse_ffn.h"
 
 namespace hc {
-
-enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
-const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
-
-struct GenerationParams {
-  int max_tokens = 16;  // >= 1; generation also ends when the slot's context is full
-  SamplerParams sampling;
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
-  bool cache_prompt = true;  // may reuse cached KV of an earlier prompt (llama-server's field)
-  // Log probabilities of each generated token (the model's distribution: log softmax of the
-  // logits, before any sampling transformation) and of the top `logprobs` candidates; -1: none.
-  int logprobs = -1;
-};
-
-// One generated token's log probability and its step's most likely candidates.
-struct TokenLogprob {
-  int32_t id = -1;
-  float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
-};
-
-// One generation request and its results, shared between the submitter and the worker.
-class GenRequest {
- public:
-  GenRequest(std::vector<int32_t> prompt, GenerationParams params)
-      : prompt_(std::move(prompt)), params_(std::move(params)) {}
-
-  const std::vector<int32_t>& prompt() const { return prompt_; }
-  const GenerationParams& params() const { return params_; }
-
-  // Asks the worker to stop this request (queued or running); safe from any thread.
-  void cancel() { cancel_.store(true, std::memory_order_relaxed); }
-  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
-
-  struct Update {
-    std::string text;  // new text since the last take (complete UTF-8)
-    bool done = false;
-    FinishReason reason = FinishReason::kNone;
-    std::string error;  // when reason == kError
-    int n_prompt = 0, n_generated = 0;
-    // New tokens' log probabilities since the last take (when params().logprobs >= 0), in
-    // generation order; a token's entry may come before its text (held back by the stream).
-    std::vector<TokenLogprob> logprobs;
-  };
-  // Waits until there is new text or the request is done, or `timeout` passes; moves the
-  // new text out.
-  Update take(std::chrono::milliseconds timeout);
-  // Waits for the end and returns all the text.
-  Update wait_all();
-  // Waits until a slot has taken the request or it is done (e.g. cancelled while queued);
-  // false if `timeout` passed first.
-  bool wait_started(std::chrono::milliseconds timeout);
-  bool done();
-
-  // Worker side.
-  void mark_started();
-  void append(const std::string& text, int n_generated, TokenLogprob* logprob = nullptr);
-  void finish(FinishReason reason, std::string error = {});
-
- private:
-  const std::vector<int32_t> prompt_;
-  const GenerationParams params_;
-  std::atomic<bool> cancel_{false};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string text_;
-  std::vector<TokenLogprob> logprobs_;
-  bool done_ = false;
-  bool started_ = false;
-  FinishReason reason_ = FinishReason::kNone;
-  std::string error_;
-  int n_generated_ = 0;
-};
 
 struct SchedulerParams {
   int n_parallel = 1;   // slots

@@ -21,14 +21,16 @@ BIN = os.environ.get("HOTCOLD_BIN", str(ROOT / "build" / "hotcold"))
 CACHE = Path(os.environ.get("HOTCOLD_CACHE", Path.home() / ".cache" / "hotcold"))
 SMOLLM2 = CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
 STORIES = ROOT.parent / "shared" / "models" / "stories260K"
+STORIES_GGUF = CACHE / "models" / "stories260K.gguf"  # converted by scripts/setup.sh
 LISTEN_RE = re.compile(r"listening on (http://[^\s]+)")
 
 
 class Server:
     """A running `hotcold serve`; stderr is collected in `self.log`."""
 
-    def __init__(self, model, *args, timeout=120):
-        self.cmd = [BIN, "serve", "-m", str(model), "--host", "127.0.0.1", "--port", "0", *map(str, args)]
+    def __init__(self, model, *args, timeout=120, port=0):
+        self.cmd = [BIN, "serve", "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+                    *map(str, args)]
         self.proc = subprocess.Popen(self.cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True, errors="replace")
         self.log_lines = []

@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <iterator>
 #include <sstream>
 
 #include "app/server.h"
@@ -57,7 +59,7 @@ struct Server final : HttpServer {
     res.set_content(error_json(e), "application/json; charset=utf-8");
   }
 
-  json usage_json(const GenRequest::Update& u) const {
+  json usage_json(const GenRequest::State& u) const {
     return {{"prompt_tokens", u.n_prompt},
             {"completion_tokens", u.n_generated},
             {"total_tokens", u.n_prompt + u.n_generated}};
@@ -142,11 +144,11 @@ struct Server final : HttpServer {
   }
 
   // A request that ended without completing: cancelled (shutdown, 503) or failed (500).
-  static ApiError early_end_error(const GenRequest::Update& u) {
+  static ApiError early_end_error(const GenRequest::State& u) {
     if (u.reason == FinishReason::kError) return {500, "server_error", u.error};
     return {503, "unavailable_error", u.error.empty() ? "the request was cancelled" : u.error};
   }
-  static bool ended_early(const GenRequest::Update& u) {
+  static bool ended_early(const GenRequest::State& u) {
     return u.reason == FinishReason::kError || u.reason == FinishReason::kCancelled;
   }
 
@@ -154,7 +156,38 @@ struct Server final : HttpServer {
     return r == FinishReason::kLength ? "length" : "stop";
   }
 
+  // Responses still being written. shutdown() waits for them (bounded) before it stops the
+  // listener: httplib ends a chunked body at once when the listener stops, and a stream cut
+  // there would lose its last text, its finish or error event and [DONE].
+  std::mutex open_mu;
+  std::condition_variable open_cv;
+  int open_responses = 0;
+  struct OpenResponse {
+    Server* s;
+    explicit OpenResponse(Server* srv) : s(srv) {
+      std::lock_guard<std::mutex> lk(s->open_mu);
+      ++s->open_responses;
+    }
+    ~OpenResponse() {
+      {
+        std::lock_guard<std::mutex> lk(s->open_mu);
+        --s->open_responses;
+      }
+      s->open_cv.notify_all();
+    }
+    OpenResponse(const OpenResponse&) = delete;
+    OpenResponse& operator=(const OpenResponse&) = delete;
+  };
+  // False if some response was still open after `limit` (a client that stopped reading).
+  bool wait_responses(std::chrono::milliseconds limit) {
+    std::unique_lock<std::mutex> lk(open_mu);
+    return open_cv.wait_for(lk, limit, [&] { return open_responses == 0; });
+  }
+
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+    // Counted open before shutting_down is read: shutdown() sets that flag, then waits for the
+    // open responses, so it either turns this request away here or waits for its response.
+    auto open = std::make_shared<OpenResponse>(this);
     if (shutting_down) return send_error(res, {503, "unavailable_error", "the server is shutting down"});
     auto parsed = parse_completion_request(req.body, chat, info);
     if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e);
@@ -171,21 +204,22 @@ struct Server final : HttpServer {
         return send_error(res, {503, "unavailable_error", "the server is shutting down"});
     }
     // Wait for a slot here, so that a request cancelled while queued still gets its status.
+    // Only its state is read here: the output is read in one place, the response's body below,
+    // with its own cursor (a request may well be done already, all its text unread).
     while (!gen->wait_started(std::chrono::milliseconds(200))) {
     }
-    if (gen->done()) {
-      const GenRequest::Update u = gen->take(std::chrono::milliseconds(0));
-      if (ended_early(u)) return send_error(res, early_end_error(u));
-    }
+    if (const GenRequest::State st = gen->state(); st.done && ended_early(st))
+      return send_error(res, early_end_error(st));
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     if (r->stream) {
       auto first = std::make_shared<bool>(true);
       auto offset = std::make_shared<int64_t>(0);
+      auto cursor = std::make_shared<GenRequest::Cursor>();
       res.set_header("Cache-Control", "no-cache");
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, r, gen, id, first, offset](size_t, httplib::DataSink& sink) {
-            GenRequest::Update u = gen->take(std::chrono::milliseconds(100));
+          [this, r, gen, id, first, offset, cursor](size_t, httplib::DataSink& sink) {
+            GenRequest::Update u = gen->read(*cursor, std::chrono::milliseconds(100));
             auto send = [&](const json& j) {
               const std::string line = "data: " + dump(j) + "\n\n";
               return sink.write(line.data(), line.size());
@@ -220,24 +254,23 @@ struct Server final : HttpServer {
             sink.done();
             return true;
           },
-          [gen](bool) { gen->cancel(); });  // no-op when finished; stops it on an early close
+          // No-op when finished; stops it on an early close. `open` ends with the response.
+          [gen, open](bool) { gen->cancel(); });
       return;
     }
     // Non-streaming: the body is one JSON value. While generating, a space every second (JSON
     // allows leading whitespace) shows whether the client is still there: a failed write
-    // cancels the request.
+    // cancels the request. The cursor only paces the waiting; the body is the whole output,
+    // read from the start once the request is done.
     res.set_chunked_content_provider(
         "application/json; charset=utf-8",
-        [this, r, gen, id, text = std::make_shared<std::string>(),
-         probs = std::make_shared<std::vector<TokenLogprob>>()](size_t, httplib::DataSink& sink) {
+        [this, r, gen, id, cursor = std::make_shared<GenRequest::Cursor>()](size_t,
+                                                                          httplib::DataSink& sink) {
           const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
           GenRequest::Update u;
           while (!u.done && std::chrono::steady_clock::now() < deadline) {
-            u = gen->take(std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now()));
-            *text += u.text;
-            probs->insert(probs->end(), std::make_move_iterator(u.logprobs.begin()),
-                          std::make_move_iterator(u.logprobs.end()));
+            u = gen->read(*cursor, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       deadline - std::chrono::steady_clock::now()));
           }
           if (!u.done) {
             if (!sink.write(" ", 1)) {
@@ -250,18 +283,20 @@ struct Server final : HttpServer {
           if (ended_early(u)) {
             body = error_json(early_end_error(u));
           } else {
+            GenRequest::Cursor from_start;
+            const GenRequest::Update all = gen->read(from_start, std::chrono::milliseconds(0));
             json j = envelope(*r, id, false);
             int64_t offset = 0;
-            j["choices"] = json::array(
-                {choice_json(*r, *text, false, finish_name(u.reason), false, probs.get(), &offset)});
-            j["usage"] = usage_json(u);
+            j["choices"] = json::array({choice_json(*r, all.text, false, finish_name(all.reason),
+                                                    false, &all.logprobs, &offset)});
+            j["usage"] = usage_json(all);
             body = dump(j);
           }
           sink.write(body.data(), body.size());
           sink.done();
           return true;
         },
-        [gen](bool) { gen->cancel(); });
+        [gen, open](bool) { gen->cancel(); });
   }
 
   std::string metrics() const {
@@ -422,9 +457,14 @@ struct Server final : HttpServer {
     svr.set_read_timeout(30, 0);
     svr.set_write_timeout(30, 0);
     svr.set_keep_alive_timeout(2);
-    // The listening socket, so bind() can widen its backlog (see there).
+    // The listening socket's options: SO_REUSEADDR only, so a restart right after a stop binds
+    // (connections of the old process in TIME_WAIT), while a port another server listens on
+    // refuses the bind. httplib's default sets SO_REUSEPORT instead, with which a second server
+    // on a busy port started "successfully" and the kernel split connections between the two.
+    // Kept: the socket, so bind() can widen its backlog (see there).
     svr.set_socket_options([this](socket_t sock) {
-      httplib::default_socket_options(sock);
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
       listen_fd = sock;
     });
     routes();
@@ -439,12 +479,13 @@ struct Server final : HttpServer {
 
   Result<int> bind() override {
     int port = opts.port;
+    errno = 0;
     if (port == 0) {
       port = svr.bind_to_any_port(opts.host);
-      if (port < 0) return Status::Error("cannot bind " + opts.host + " on any port");
+      if (port < 0) return Status::Error("cannot listen on " + opts.host + " on any port: " + bind_error(errno));
     } else if (!svr.bind_to_port(opts.host, port)) {
-      return Status::Error("cannot bind " + opts.host + ":" + std::to_string(port) +
-                           " (in use, or not an address of this machine)");
+      return Status::Error("cannot listen on " + opts.host + ":" + std::to_string(port) + ": " +
+                           bind_error(errno));
     }
     // Debian's compiled cpp-httplib listens with a backlog of 5: 32 clients connecting at once
     // while the accept thread waits for a core overflowed it, and some connections were reset
@@ -461,9 +502,22 @@ struct Server final : HttpServer {
     return Status::Ok();
   }
 
+  // Why binding failed, from the errno of httplib's last bind() (it closes the socket after).
+  static std::string bind_error(int err) {
+    if (err == EADDRINUSE) return "the address is already in use (another server listens there)";
+    if (err == EADDRNOTAVAIL) return "not an address of this machine";
+    if (err == EACCES) return "permission denied (a port below 1024 needs privileges)";
+    if (err != 0) return std::strerror(err);
+    return "not an address of this machine, or in use";
+  }
+
   void shutdown() override {
     if (shutting_down.exchange(true)) return;
     sched->drain(opts.shutdown_grace);  // in-flight requests finish (or are cancelled)
+    // Every finished request's response writes its end (text, finish or error event, [DONE])
+    // before the listener stops; a client that stopped reading holds it up 5 s at most.
+    if (!wait_responses(std::chrono::seconds(5)))
+      HC_LOG_WARN("shutdown: a response still open after 5 s (a client not reading) is cut short");
     svr.stop();
   }
 
