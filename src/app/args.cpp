@@ -82,9 +82,14 @@ void ArgParser::add_option(const std::string& names, std::string help, std::stri
 }
 
 void ArgParser::add_string(const std::string& names, std::string* out, const std::string& help) {
-  HC_CHECK(out != nullptr);
-  auto set = [out](const std::string&, const std::string& value) {
-    *out = value;
+  add_string(names, out, help, [](const std::string& v) { return v; });
+}
+
+void ArgParser::add_string(const std::string& names, std::string* out, const std::string& help,
+                           std::function<std::string(const std::string&)> transform) {
+  HC_CHECK(out != nullptr && transform);
+  auto set = [out, transform = std::move(transform)](const std::string&, const std::string& value) {
+    *out = transform(value);
     return Status::Ok();
   };
   add_option(names, out->empty() ? help : with_default(help, *out), "STR", std::move(set));

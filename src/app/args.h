@@ -15,6 +15,9 @@ class ArgParser {
   ArgParser(std::string command, std::string summary);
   // names: comma-separated aliases, e.g. "-m,--model".
   void add_string(const std::string& names, std::string* out, const std::string& help);
+  // The value as `transform` returns it (e.g. a model's name resolved to its file).
+  void add_string(const std::string& names, std::string* out, const std::string& help,
+                  std::function<std::string(const std::string&)> transform);
   void add_int(const std::string& names, int* out, const std::string& help);
   void add_u64(const std::string& names, uint64_t* out, const std::string& help);
   void add_float(const std::string& names, float* out, const std::string& help);

@@ -27,6 +27,7 @@
 #include "app/common.h"
 #include "app/device_setup.h"
 #include "app/dynamic_setup.h"
+#include "app/eval_data.h"
 #include "app/plot.h"
 #include "app/png.h"
 #include "core/log.h"
@@ -51,7 +52,7 @@ struct EvalFlags {
   DeviceFlags device;
   DynamicFlags dynamic;
   std::string tasks = "wikitext2,tinystories,code-ppl,humaneval,mbpp";
-  std::string data = "../shared/data";
+  std::string data;  // empty: found by find_eval_data (app/eval_data.h)
   std::string out = "eval-out";
   std::string label;
   int limit = -1;        // problems per code task (-1: all)
@@ -399,20 +400,17 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
         HC_LOG_INFO("%s: kept from %s", task.c_str(), ppl_file.c_str());
       } else if (task == "code-ppl") {
         HC_ASSIGN_OR_RETURN(auto probs,
-                            eval::load_humaneval(f.data + "/humaneval/HumanEval.jsonl.gz"));
+                            eval::load_humaneval(f.data + "/" + eval_task_file(task)));
         HC_ASSIGN_OR_RETURN(res, r.code_ppl(probs));
       } else {
-        const std::string path = task == "wikitext2"
-                                     ? f.data + "/wikitext-2/wiki.test.raw"
-                                     : f.data + "/tinystories/tinystories_val_head.txt";
-        HC_ASSIGN_OR_RETURN(res, r.perplexity(task, path));
+        HC_ASSIGN_OR_RETURN(res, r.perplexity(task, f.data + "/" + eval_task_file(task)));
       }
       if (!fs::exists(ppl_file)) HC_TRY(write_text(ppl_file, dump(res, 2) + "\n"));
     } else {
       HC_ASSIGN_OR_RETURN(auto probs,
                           task == "humaneval"
-                              ? eval::load_humaneval(f.data + "/humaneval/HumanEval.jsonl.gz")
-                              : eval::load_mbpp(f.data + "/mbpp/mbpp.jsonl"));
+                              ? eval::load_humaneval(f.data + "/" + eval_task_file(task))
+                              : eval::load_mbpp(f.data + "/" + eval_task_file(task)));
       HC_ASSIGN_OR_RETURN(res, r.code_task(task, probs));
     }
     summary["tasks"][task] = res;
@@ -679,7 +677,9 @@ int cmd_eval(const Args& args) {
              "with the answer's code block opened");
   p.add_string("--chat-template", &f.chat_template,
                "chat template family or Jinja text for --chat (default: the model's)");
-  p.add_string("--data", &f.data, "data directory");
+  p.add_string("--data", &f.data,
+               "data folder (default: $HOTCOLD_DATA, ../shared/data, the installed "
+               "share/hotcold/data, or the checkout's ../shared/data beside the build)");
   p.add_string("-o,--out", &f.out, "results directory");
   p.add_string("--label", &f.label, "name of this configuration (default: from the flags)");
   p.add_flag("--report", &f.report_only,
@@ -699,6 +699,11 @@ int cmd_eval(const Args& args) {
   std::string label = f.label.empty() ? default_label(f) : f.label;
   if (label.find('/') != std::string::npos || label == "." || label == "..")
     return usage_error(kCmd, "--label: expected a plain name, found '" + label + "'");
+  std::vector<std::string> files;
+  for (const std::string& t : *tasks) files.push_back(eval_task_file(t));
+  Result<std::string> data = find_eval_data(f.data, files);
+  if (!data.ok()) return exit_code_for(kCmd, data.status());
+  f.data = *data;
   if (Status st = run_config(f, *tasks, label); !st.ok()) return exit_code_for(kCmd, st);
   return exit_code_for(kCmd, report(f.out));
 }

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/model_cache.h"
 #include "core/dtype.h"
 #include "format/gguf.h"
 
@@ -89,10 +90,11 @@ int cmd_inspect(const Args& args) {
   bool no_tensors = false;
   ArgParser p(kCmd, "Show a GGUF file's header, metadata, tensor table and size totals.");
   p.add_positional("MODEL", &model_pos, false, "GGUF file (or use -m)");
-  p.add_string("-m,--model", &model, "GGUF file to inspect");
+  add_model_option(p, &model, "GGUF file (or a cached model's name) to inspect");
   p.add_int("--max-elems", &max_elems, "array elements shown per metadata key");
   p.add_flag("--no-tensors", &no_tensors, "omit the per-tensor table");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;
+  model_pos = resolve_model_arg(model_pos);
   if (!model.empty() && !model_pos.empty() && model != model_pos)
     return usage_error(kCmd,
                        "two models given ('" + model + "' and '" + model_pos + "'); give one");
@@ -101,7 +103,7 @@ int cmd_inspect(const Args& args) {
   if (max_elems < 0)
     return usage_error(kCmd, "--max-elems: expected >= 0, found " + std::to_string(max_elems));
 
-  auto mapped = open_gguf(model);
+  auto mapped = open_model_gguf(model);
   if (!mapped.ok()) return exit_code_for(kCmd, mapped.status());
   const GgufFile& f = mapped->gguf;
   std::printf("file: %s (%zu bytes)\n", model.c_str(), mapped->file.bytes().size());

@@ -200,7 +200,7 @@ int cmd_profile(const Args& args) {
   ProfileFlags f;
   f.model.ctx = 512;
   ArgParser p(kCmd, "record FFN neuron activation statistics over a text corpus");
-  p.add_string("-m,--model", &f.model.model, "GGUF model file (required)");
+  add_model_option(p, &f.model.model, "GGUF model file, or a cached model's name (required)");
   p.add_string("-f,--file", &f.file, "text corpus (required)");
   p.add_string("-o,--output", &f.out, "statistics file to write, GGUF (required)");
   p.add_int("-t,--threads", &f.model.threads, "number of threads");

@@ -44,7 +44,7 @@ int cmd_quantize(const Args& args) {
   p.add_positional("IN", &pos_in, false, "input GGUF (or -m)");
   p.add_positional("OUT", &pos_out, false, "output GGUF (or -o)");
   p.add_positional("TYPE", &pos_type, false, "target type (or --type)");
-  p.add_string("-m,--model", &in_path, "input GGUF model");
+  add_model_option(p, &in_path, "input GGUF model (a file or a cached model's name)");
   p.add_string("-o,--output", &out_path, "output GGUF file");
   p.add_string("--type", &type_name, "target type, e.g. Q4_K_M, Q8_0, F16");
   p.add_int("-t,--threads", &n_threads, "threads used for conversion");
@@ -75,7 +75,7 @@ int cmd_quantize(const Args& args) {
   if (!dry_run && same_file(in_path, out_path))
     return usage_error(kCmd, "output '" + out_path + "' is the input file; choose another path");
 
-  auto mapped = open_gguf(in_path);
+  auto mapped = open_model_gguf(in_path);
   if (!mapped.ok()) return exit_code_for(kCmd, mapped.status());
   const GgufFile& in = mapped->gguf;
 

@@ -22,7 +22,7 @@ int cmd_tokenize(const Args& args) {
               "Print the token ids of a text, one per line (as llama-tokenize --ids).\n"
               "By default special tokens (BOS, ...) are added and special-token text such as\n"
               "'<s>' in the input is parsed as that token.");
-  p.add_string("-m,--model", &model, "GGUF file holding the vocabulary");
+  add_model_option(p, &model, "GGUF file (or a cached model's name) holding the vocabulary");
   p.add_string("-p,--prompt", &prompt, "text to tokenize");
   p.add_string("-f,--file", &file, "read the text to tokenize from this file");
   p.add_flag("--no-bos", &no_bos,
@@ -45,7 +45,7 @@ int cmd_tokenize(const Args& args) {
     prompt = std::move(*text);
   }
 
-  auto mapped = open_gguf(model);
+  auto mapped = open_model_gguf(model);
   if (!mapped.ok()) return exit_code_for(kCmd, mapped.status());
   auto tok = Tokenizer::from_gguf(mapped->gguf);
   if (!tok.ok()) return exit_code_for(kCmd, tok.status().with_context(model));

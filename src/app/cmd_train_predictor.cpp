@@ -351,7 +351,7 @@ Status train_predictor(const TrainFlags& f) {
   }
   // The raw tensors come from the file itself (not the loaded model, whose matrices may have
   // been repacked and their mmapped pages dropped).
-  HC_ASSIGN_OR_RETURN(MappedGguf in, open_gguf(f.model.model));
+  HC_ASSIGN_OR_RETURN(MappedGguf in, open_model_gguf(f.model.model));
   HC_ASSIGN_OR_RETURN(auto planned, plan_output(in.gguf, n_layer, layers));
   const double t2 = now_seconds();
   HC_TRY(write_then_rename(f.out, [&](const std::string& tmp) {
@@ -409,7 +409,7 @@ int cmd_train_predictor(const Args& args) {
       "Train activation predictors (PowerInfer's fc1 / fc2) on a text corpus and write the\n"
       "model with them, in PowerInfer's layout (ffn_down_t), for run / bench / perplexity\n"
       "--predictor.");
-  p.add_string("-m,--model", &f.model.model, "GGUF model file (required)");
+  add_model_option(p, &f.model.model, "GGUF model file, or a cached model's name (required)");
   p.add_string("-f,--file", &f.file, "text corpus (required)");
   p.add_string("-o,--output", &f.out, "model file to write, GGUF (required)");
   p.add_int("-t,--threads", &f.model.threads, "number of threads");

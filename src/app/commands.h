@@ -23,5 +23,6 @@ int cmd_serve(const Args& args);       // cmd_serve.cpp
 int cmd_plan(const Args& args);        // cmd_plan.cpp
 int cmd_simulate(const Args& args);    // cmd_simulate.cpp
 int cmd_eval(const Args& args);        // cmd_eval.cpp
+int cmd_models(const Args& args);      // cmd_models.cpp
 
 }  // namespace hc

@@ -13,13 +13,14 @@
 #include <iterator>
 #include <random>
 
+#include "app/model_cache.h"
 #include "core/log.h"
 #include "model/act_stats.h"
 
 namespace hc {
 
 void add_model_flags(ArgParser& p, ModelFlags* f) {
-  p.add_string("-m,--model", &f->model, "GGUF model file (required)");
+  add_model_option(p, &f->model, "GGUF model file, or a cached model's name (required)");
   p.add_int("-t,--threads", &f->threads, "number of threads");
   p.add_int("-c,--ctx-size", &f->ctx, "context size in tokens (default: model's, max 4096)");
   p.add_int("-b,--batch-size", &f->batch, "prompt tokens per forward pass");
@@ -125,9 +126,19 @@ Status resolve_seed(const std::string& seed_flag, SamplerParams* params) {
   return Status::Ok();
 }
 
+void add_model_option(ArgParser& p, std::string* out, const std::string& help) {
+  p.add_string("-m,--model", out, help, resolve_model_arg);
+}
+
+Result<MappedGguf> open_model_gguf(const std::string& path) {
+  HC_TRY(require_model_file(path));
+  return open_gguf(path);
+}
+
 Result<std::shared_ptr<const LlamaModel>> load_model_logged(const ModelFlags& f) {
   if (f.verbose) set_log_level(LogLevel::kDebug);
-  if (f.model.empty()) return Status::Error("no model given: expected -m FILE.gguf");
+  if (f.model.empty()) return Status::Error("no model given: expected -m FILE.gguf or -m NAME");
+  HC_TRY(require_model_file(f.model));
   if (f.threads < 1 || f.threads > 512)
     return Status::Error("-t: expected 1..512 threads, found " + std::to_string(f.threads));
   if (f.ctx < 0) return Status::Error("-c: expected a non-negative context size, found " + std::to_string(f.ctx));

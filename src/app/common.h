@@ -127,6 +127,11 @@ struct MappedGguf {
   GgufFile gguf;
 };
 Result<MappedGguf> open_gguf(const std::string& path);
+// A model's GGUF: open_gguf after require_model_file (app/model_cache.h), whose error for a
+// missing file names the model cache and the closest cached names.
+Result<MappedGguf> open_model_gguf(const std::string& path);
+// -m,--model: a file, or a cached model's name resolved to its file (resolve_model_arg).
+void add_model_option(ArgParser& p, std::string* out, const std::string& help);
 
 // Lets write(path + ".tmp") make the file, then renames it over `path`: a failed write never
 // leaves a partial model where a complete one is expected.

@@ -32,6 +32,7 @@ const Subcommand kSubcommands[] = {
     {"plan", hc::cmd_plan, "compute a CPU/GPU neuron placement plan"},
     {"simulate", hc::cmd_simulate, "project tokens/s for large models on named hardware"},
     {"convert", hc::cmd_convert, "convert a llama2.c checkpoint to GGUF"},
+    {"models", hc::cmd_models, "list the models in the model cache (-m NAME finds them)"},
     {"inspect", hc::cmd_inspect, "show a GGUF file's metadata and tensors"},
     {"tokenize", hc::cmd_tokenize, "print the token ids of a text"},
     {"quantize", hc::cmd_quantize, "convert a GGUF model's weights to another type"},

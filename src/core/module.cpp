@@ -13,7 +13,11 @@ Result<void*> open_module_entry(const char* file, const char* entry, const std::
   if (ec)
     return Status::Error("cannot find the hotcold binary's directory (/proc/self/exe: " +
                          ec.message() + ")");
-  const std::string path = (exe.parent_path() / file).string();
+  // Beside the binary (the build tree), else where `cmake --install` puts modules.
+  std::string path = (exe.parent_path() / file).string();
+  if (const std::filesystem::path installed = exe.parent_path() / ".." / "lib" / "hotcold" / file;
+      !std::filesystem::exists(path, ec) && std::filesystem::exists(installed, ec))
+    path = installed.lexically_normal().string();
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();

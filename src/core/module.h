@@ -10,7 +10,8 @@
 namespace hc {
 
 // dlopen(RTLD_NOW | RTLD_LOCAL: a symbol the module needs and the binary lacks fails here, with
-// its name) of `file` in the running binary's directory (/proc/self/exe), then dlsym of `entry`.
+// its name) of `file` in the running binary's directory (/proc/self/exe), or, when it is not
+// there, in ../lib/hotcold from it (an installed hotcold), then dlsym of `entry`.
 // The module stays open (its code is in use). Errors name the path, what failed, and
 // `needed_for` ("hotcold serve needs it beside the binary; ...").
 Result<void*> open_module_entry(const char* file, const char* entry, const std::string& what,

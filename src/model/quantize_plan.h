@@ -31,6 +31,10 @@ enum class LlamaFtype : uint32_t {
   MOSTLY_Q6_K = 18, MOSTLY_BF16 = 32,
 };
 
+// llama.cpp's name of a general.file_type value ("Q4_K_M", "F16"; llama_model_ftype_name without
+// "MOSTLY_"); empty for a value it does not know.
+std::string llama_ftype_name(uint32_t ftype);
+
 struct QuantizeTarget {
   std::string name;       // canonical upper-case name, e.g. "Q4_K_M"
   LlamaFtype ftype = LlamaFtype::ALL_F32;
