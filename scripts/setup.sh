@@ -60,10 +60,11 @@ MODELS="$CACHE/models"
 # glslc + libvulkan-dev: the Vulkan backend (shaders compiled at build time, headers; the loader
 # libvulkan1 comes with it); mesa-vulkan-drivers: lavapipe, the CPU Vulkan driver the `vulkan`
 # tests run on when there is no GPU.
-# APT_RUN: what the hotcold binary and its HTTP module build from (--run-only); python3-venv: the
-# venv whose pip fetches SmolLM2.
-APT_RUN=(build-essential cmake ninja-build pkg-config libcpp-httplib-dev nlohmann-json3-dev
-         libglpk-dev zlib1g-dev python3 python3-venv ca-certificates)
+# APT_RUN: what the hotcold binary and its HTTP module build from (--run-only); libssl-dev and
+# libbrotli-dev: cpp-httplib's pkg-config file requires them (a machine without them stops CMake);
+# python3-venv: the venv whose pip fetches SmolLM2.
+APT_RUN=(build-essential cmake ninja-build pkg-config libcpp-httplib-dev libssl-dev libbrotli-dev
+         nlohmann-json3-dev libglpk-dev zlib1g-dev python3 python3-venv ca-certificates)
 APT_VULKAN=(glslc libvulkan-dev)
 APT_PACKAGES=("${APT_RUN[@]}" "${APT_VULKAN[@]}" libgtest-dev libbenchmark-dev
               python3-torch libopenblas0-openmp chromium clang libclang-rt-14-dev mesa-vulkan-drivers)
