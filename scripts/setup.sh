@@ -34,7 +34,7 @@ for arg in "$@"; do
     --deps-only) DEPS_ONLY=1 ;;
     --no-models) NO_MODELS=1 ;;
     --no-build) NO_BUILD=1 ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "setup.sh: unknown option '$arg' (see --help)" >&2; exit 1 ;;
   esac
 done

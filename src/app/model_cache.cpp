@@ -123,11 +123,11 @@ Status require_model_file(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(path, ec)) return Status::Ok();
   if (fs::is_directory(path, ec))
-    return Status::Error("model '" + path + "' is a directory: expected a GGUF file");
+    return Status::Error("cannot open model '" + path + "': a directory, expected a GGUF file");
   if (path.find('/') != std::string::npos || fs::exists(path, ec))
-    return Status::Error("model '" + path + "': no such file");
-  std::string msg = "model '" + path + "' not found: no such file, and no model of that name in " +
-                    "the model cache (" + dirs_text() + ")";
+    return Status::Error("cannot open model '" + path + "': no such file");
+  std::string msg = "cannot open model '" + path + "': no such file, and no model of that name " +
+                    "in the model cache (" + dirs_text() + ")";
   const std::vector<CachedModel> models = cached_models();
   if (models.empty())
     return Status::Error(msg + "; the cache is empty (scripts/setup.sh puts SmolLM2 there)");

@@ -28,7 +28,7 @@ std::vector<CachedModel> cached_models();
 
 // The value of -m: an existing file as it is; else, for a name without '/', the cached model
 // of that name (or file name; case-insensitive when only one matches); else the value unchanged,
-// so that opening it fails with model_not_found().
+// so that require_model_file() explains.
 std::string resolve_model_arg(const std::string& arg);
 
 // Ok when `path` is a file; otherwise the error for -m: no such file, the folders searched for

@@ -40,7 +40,7 @@ TEST(Cli, HelpListsCommands) {
   CliResult r = run_hotcold({"--help"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* c : {"run", "chat", "serve", "bench", "perplexity", "convert", "inspect",
-                        "tokenize", "quantize"})
+                        "tokenize", "quantize", "models"})
     EXPECT_TRUE(has(r.out, std::string("  ") + c)) << c << "\n" << r.out;
   r = run_hotcold({"--version"});
   EXPECT_EQ(r.exit_code, 0);
