@@ -19,15 +19,6 @@ namespace {
 
 constexpr char kCmd[] = "inspect";
 
-std::string human_bytes(uint64_t n) {
-  char buf[32];
-  if (n >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", n / double(1ull << 30));
-  else if (n >= (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", n / double(1ull << 20));
-  else if (n >= (1ull << 10)) std::snprintf(buf, sizeof buf, "%.2f KiB", n / double(1ull << 10));
-  else std::snprintf(buf, sizeof buf, "%" PRIu64 " B", n);
-  return buf;
-}
-
 // Metadata strings (chat templates, merges) may hold control characters; keep one key a line.
 void print_metadata(const GgufFile& f, size_t max_elems) {
   std::printf("\nmetadata: %zu keys\n", f.kv.size());

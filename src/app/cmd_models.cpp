@@ -19,13 +19,6 @@ namespace {
 
 constexpr char kCmd[] = "models";
 
-std::string size_text(uint64_t n) {
-  char buf[32];
-  if (n >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", n / double(1ull << 30));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", n / double(1ull << 20));
-  return buf;
-}
-
 struct Row {
   std::string name, size, type, arch;
 };
@@ -44,7 +37,7 @@ std::string model_type(const GgufFile& g) {
 }
 
 Row describe(const CachedModel& m) {
-  Row r{m.name, size_text(m.bytes), "?", "?"};
+  Row r{m.name, human_bytes(m.bytes, 1), "?", "?"};
   auto mapped = open_gguf(m.path.string());
   if (!mapped.ok()) {
     r.arch = "(unreadable: " + mapped.status().message() + ")";

@@ -126,6 +126,20 @@ Status resolve_seed(const std::string& seed_flag, SamplerParams* params) {
   return Status::Ok();
 }
 
+std::string human_bytes(uint64_t n, int digits) {
+  char buf[40];
+  const char* units[] = {"GiB", "MiB", "KiB"};
+  for (int i = 0; i < 3; ++i) {
+    const double unit = static_cast<double>(1ull << (10 * (3 - i)));
+    if (static_cast<double>(n) >= unit) {
+      std::snprintf(buf, sizeof buf, "%.*f %s", digits, static_cast<double>(n) / unit, units[i]);
+      return buf;
+    }
+  }
+  std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  return buf;
+}
+
 void add_model_option(ArgParser& p, std::string* out, const std::string& help) {
   p.add_string("-m,--model", out, help, resolve_model_arg);
 }

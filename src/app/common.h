@@ -127,6 +127,9 @@ struct MappedGguf {
   GgufFile gguf;
 };
 Result<MappedGguf> open_gguf(const std::string& path);
+// "1.50 GiB", "93.8 MiB" (digits after the point), "512 B".
+std::string human_bytes(uint64_t n, int digits = 2);
+
 // A model's GGUF: open_gguf after require_model_file (app/model_cache.h), whose error for a
 // missing file names the model cache and the closest cached names.
 Result<MappedGguf> open_model_gguf(const std::string& path);
