@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "app/model_cache.h"
 #include "app/plan_input.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -36,7 +37,7 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
               "CPU device: pace its weight reads to this bandwidth (GB/s) to emulate a slower "
               "device (default: unpaced)");
   p.add_string("--plan-cache", &f->plan_cache,
-               "directory of cached plans (default ~/.cache/hotcold/plans)");
+               "directory of cached plans (default $HOTCOLD_CACHE/plans, ~/.cache/hotcold/plans)");
   p.add_int("-ncmoe,--n-cpu-moe", &f->n_cpu_moe,
             "mixture of experts with -ngl: keep the experts of the first N layers on the host "
             "(llama.cpp's meaning)");
@@ -46,10 +47,7 @@ void add_device_flags(ArgParser& p, DeviceFlags* f) {
 
 namespace {
 
-std::string default_plan_cache() {
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : "/tmp") + "/.cache/hotcold/plans";
-}
+std::string default_plan_cache() { return (hotcold_cache_dir() / "plans").string(); }
 
 // llama.cpp's automatic offload under a budget: the most trailing layers whose weights, KV
 // cache and the session's buffers fit.

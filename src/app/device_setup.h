@@ -18,7 +18,7 @@ struct DeviceFlags {
   std::string plan;            // --plan PLAN.gguf
   int device_threads = 1;      // --device-threads (CPU device)
   float device_emulate_gbps = 0;  // --device-emulate-gbps (CPU device)
-  std::string plan_cache;      // --plan-cache DIR (default ~/.cache/hotcold/plans)
+  std::string plan_cache;      // --plan-cache DIR (default hotcold_cache_dir()/plans)
   int n_cpu_moe = 0;           // --n-cpu-moe N: with -ngl, the first N layers' experts on the host
   bool cpu_moe = false;        // --cpu-moe: every layer's experts on the host
   bool enabled() const { return n_gpu_layers != 0 || vram_budget_gib >= 0 || !plan.empty(); }

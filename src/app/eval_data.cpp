@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "core/module.h"
+
 namespace hc {
 
 namespace fs = std::filesystem;
@@ -12,12 +14,9 @@ std::vector<std::string> eval_data_candidates() {
   std::vector<std::string> out;
   if (const char* env = std::getenv("HOTCOLD_DATA"); env && *env) out.push_back(env);
   out.push_back("../shared/data");
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path bin = exe.parent_path();
-    out.push_back((bin / ".." / "share" / "hotcold" / "data").lexically_normal().string());
-    out.push_back((bin / ".." / ".." / "shared" / "data").lexically_normal().string());
+  if (Result<fs::path> bin = executable_dir(); bin.ok()) {
+    out.push_back((*bin / ".." / "share" / "hotcold" / "data").lexically_normal().string());
+    out.push_back((*bin / ".." / ".." / "shared" / "data").lexically_normal().string());
   }
   return out;
 }

@@ -55,10 +55,14 @@ std::string dirs_text() {
 
 }  // namespace
 
+fs::path hotcold_cache_dir() {
+  const char* env = std::getenv("HOTCOLD_CACHE");
+  return env && *env ? fs::path(env) : home_dir() / ".cache" / "hotcold";
+}
+
 std::vector<fs::path> model_cache_dirs() {
-  const char* hc_cache = std::getenv("HOTCOLD_CACHE");
   const char* llama_cache = std::getenv("LLAMA_CACHE");
-  return {(hc_cache && *hc_cache ? fs::path(hc_cache) : home_dir() / ".cache" / "hotcold") / "models",
+  return {hotcold_cache_dir() / "models",
           llama_cache && *llama_cache ? fs::path(llama_cache) : home_dir() / ".cache" / "llama.cpp"};
 }
 

@@ -15,6 +15,10 @@
 
 namespace hc {
 
+// hotcold's cache: $HOTCOLD_CACHE, default ~/.cache/hotcold (as scripts/setup.sh): models/,
+// plans/ (the planner's cached placements), the venv, wheels.
+std::filesystem::path hotcold_cache_dir();
+
 std::vector<std::filesystem::path> model_cache_dirs();
 
 struct CachedModel {

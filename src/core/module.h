@@ -3,6 +3,7 @@
 // one pays none of its load-time cost (cpp-httplib's OpenSSL set-up, cudart's kernel
 // registration: megabytes of resident memory).
 #pragma once
+#include <filesystem>
 #include <string>
 
 #include "core/status.h"
@@ -14,6 +15,10 @@ namespace hc {
 // there, in ../lib/hotcold from it (an installed hotcold), then dlsym of `entry`.
 // The module stays open (its code is in use). Errors name the path, what failed, and
 // `needed_for` ("hotcold serve needs it beside the binary; ...").
+// The running binary's directory (/proc/self/exe): where the build puts the modules, and what
+// an installed hotcold's share/ and lib/ are found from.
+Result<std::filesystem::path> executable_dir();
+
 Result<void*> open_module_entry(const char* file, const char* entry, const std::string& what,
                                 const std::string& needed_for);
 

@@ -47,6 +47,12 @@ GenRequest::Update GenRequest::wait_all() {
   return read(from_start, std::chrono::milliseconds(0));  // done: nothing follows
 }
 
+GenRequest::State GenRequest::wait_done(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait_for(lk, timeout, [&] { return done_; });
+  return state_locked();
+}
+
 bool GenRequest::wait_started(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lk(mu_);
   return cv_.wait_for(lk, timeout, [&] { return started_ || done_; });

@@ -82,6 +82,9 @@ class GenRequest {
   Update read(Cursor& at, std::chrono::milliseconds timeout);
   // Waits for the end and returns all the output from the start.
   Update wait_all();
+  // Waits until the request is done or `timeout` passes; its state, no output (new text does
+  // not wake it: a reader that delivers everything at the end copies nothing per token).
+  State wait_done(std::chrono::milliseconds timeout);
   // Waits until a slot has taken the request or it is done (e.g. cancelled while queued);
   // false if `timeout` passed first.
   bool wait_started(std::chrono::milliseconds timeout);

@@ -208,7 +208,7 @@ struct Server final : HttpServer {
     // with its own cursor (a request may well be done already, all its text unread).
     while (!gen->wait_started(std::chrono::milliseconds(200))) {
     }
-    if (const GenRequest::State st = gen->state(); st.done && ended_early(st))
+    if (const GenRequest::State st = gen->state(); ended_early(st))
       return send_error(res, early_end_error(st));
     const std::string id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
     if (r->stream) {
@@ -260,18 +260,12 @@ struct Server final : HttpServer {
     }
     // Non-streaming: the body is one JSON value. While generating, a space every second (JSON
     // allows leading whitespace) shows whether the client is still there: a failed write
-    // cancels the request. The cursor only paces the waiting; the body is the whole output,
-    // read from the start once the request is done.
+    // cancels the request. The body is the whole output, read from the start once the request
+    // is done (nothing is read, or copied, while it generates).
     res.set_chunked_content_provider(
         "application/json; charset=utf-8",
-        [this, r, gen, id, cursor = std::make_shared<GenRequest::Cursor>()](size_t,
-                                                                          httplib::DataSink& sink) {
-          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-          GenRequest::Update u;
-          while (!u.done && std::chrono::steady_clock::now() < deadline) {
-            u = gen->read(*cursor, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       deadline - std::chrono::steady_clock::now()));
-          }
+        [this, r, gen, id](size_t, httplib::DataSink& sink) {
+          const GenRequest::State u = gen->wait_done(std::chrono::seconds(1));
           if (!u.done) {
             if (!sink.write(" ", 1)) {
               gen->cancel();
