@@ -30,6 +30,7 @@ struct BenchFlags {
   int n_gen = 128;
   int reps = 5;
   bool json = false;
+  bool tg_logits = false;   // --tg-logits: tg brings every token's logits back (a sampled decode)
   bool membw_only = false;  // --membw: the probe alone, no model
   bool no_membw = false;    // --no-membw: no probe, no roofline figures
   float membw_gbs = 0;      // --membw-gbs: a given read bandwidth instead of the probe; 0 = measure
@@ -83,12 +84,18 @@ Result<double> run_pp(Session& s, const std::vector<int32_t>& toks) {
   return toks.size() / (now_seconds() - t0);
 }
 
-// Tokens per second of generating n tokens one at a time from an empty cache.
-Result<double> run_tg(Session& s, int n, int n_vocab) {
+// Tokens per second of generating n tokens one at a time from an empty cache: as greedy
+// decoding does (only each step's argmax needed: Session::eval_argmax), or, with logits, as a
+// sampled decode does (every step's logits on the host).
+Result<double> run_tg(Session& s, int n, int n_vocab, bool logits) {
   s.truncate(0);
   std::vector<int32_t> toks = random_tokens(n, n_vocab, 7);
   const double t0 = now_seconds();
-  for (int i = 0; i < n; ++i) HC_TRY(s.eval(std::span<const int32_t>(&toks[i], 1)));
+  for (int i = 0; i < n; ++i) {
+    const std::span<const int32_t> one(&toks[i], 1);
+    if (logits) HC_TRY(s.eval(one));
+    else HC_TRY(s.eval_argmax(one).status());
+  }
   return n / (now_seconds() - t0);
 }
 
@@ -255,14 +262,18 @@ Status bench(const BenchFlags& fl) {
   std::vector<double> pp, tg;
   const auto prompt = random_tokens(f.n_prompt, n_vocab, 1);
   if (f.n_prompt > 0) HC_TRY(run_pp(session, prompt).status());  // warm-up: page in weights
-  else if (f.n_gen > 0) HC_TRY(run_tg(session, 1, n_vocab).status());
+  else if (f.n_gen > 0) HC_TRY(run_tg(session, 1, n_vocab, f.tg_logits).status());
   uint64_t tg_ffn_bytes = 0;  // what the sparse FFN read during the tg tests (host + device)
+  ops::DeviceCounters tg_dev;  // what the device did during the tg tests
+  const ops::Device* counted = session.device_model() ? &session.device_model()->device() : nullptr;
   for (int r = 0; r < f.reps; ++r) {
     if (f.n_prompt > 0) { HC_ASSIGN_OR_RETURN(double v, run_pp(session, prompt)); pp.push_back(v); }
     if (f.n_gen > 0) {
       const SparseStats before = session.sparse_stats();
-      HC_ASSIGN_OR_RETURN(double v, run_tg(session, f.n_gen, n_vocab));
+      const ops::DeviceCounters dev_before = counted ? counted->counters() : ops::DeviceCounters{};
+      HC_ASSIGN_OR_RETURN(double v, run_tg(session, f.n_gen, n_vocab, f.tg_logits));
       tg.push_back(v);
+      if (counted) tg_dev += counted->counters() - dev_before;
       const SparseStats& after = session.sparse_stats();
       tg_ffn_bytes += (after.bytes - before.bytes) + (after.device_bytes - before.device_bytes);
     }
@@ -307,18 +318,26 @@ Status bench(const BenchFlags& fl) {
                              : st.device_computed + st.computed
                                  ? double(st.device_computed) / double(st.device_computed + st.computed)
                                  : 0.0;
+    // Per generated token of the tg tests (none run: zeros).
+    const double tg_tokens = rep.has_tg ? double(f.n_gen) * double(f.reps) : 0.0;
+    const auto per_tok = [&](uint64_t v) { return tg_tokens > 0 ? double(v) / tg_tokens : 0.0; };
     if (f.json) {
       std::printf(", \"device\": {\"name\": %s, \"charged_mib\": %.1f, \"charged_bytes\": %llu, "
                   "\"measured_mib\": %.1f, "
                   "\"budget_mib\": %.1f, \"attn_layers\": %d, \"%s\": %lld, "
-                  "\"%s\": %.4f}",
+                  "\"%s\": %.4f, \"tg_output\": \"%s\", \"syncs_per_token\": %.3f, "
+                  "\"ops_per_token\": %.3f, \"h2d_bytes_per_token\": %.1f, "
+                  "\"d2h_bytes_per_token\": %.1f, \"replayed_tokens\": %llu}",
                   json_string(dev.name()).c_str(), dev.charged_bytes() / 1048576.0,
                   static_cast<unsigned long long>(dev.charged_bytes()),
                   dev.measured_bytes() / 1048576.0,
                   dev.budget_bytes() == UINT64_MAX ? -1.0 : dev.budget_bytes() / 1048576.0,
                   dm->n_attn_layers(), moe ? "experts" : "hot_neurons",
                   static_cast<long long>(moe ? dm->n_experts() : dm->n_hot_neurons()),
-                  moe ? "device_route_share" : "device_neuron_share", dev_share);
+                  moe ? "device_route_share" : "device_neuron_share", dev_share,
+                  f.tg_logits ? "logits" : "argmax", per_tok(tg_dev.syncs), per_tok(tg_dev.ops),
+                  per_tok(tg_dev.h2d_bytes), per_tok(tg_dev.d2h_bytes),
+                  static_cast<unsigned long long>(tg_dev.replayed));
     } else {
       std::printf("\n| device | charged MiB | measured MiB | attention layers | %s on device | %s on device |\n"
                   "|---|---|---|---|---|---|\n| %s | %.1f | %.1f | %d | %lld | %.1f%% |\n",
@@ -327,6 +346,12 @@ Status bench(const BenchFlags& fl) {
                   dev.measured_bytes() / 1048576.0, dm->n_attn_layers(),
                   static_cast<long long>(moe ? dm->n_experts() : dm->n_hot_neurons()),
                   100.0 * dev_share);
+      if (tg_tokens > 0)
+        std::printf("\n| per generated token (tg, %s back) | host syncs | device commands | bytes to device | bytes back | steps replayed |\n"
+                    "|---|---|---|---|---|---|\n| | %.2f | %.1f | %.0f | %.0f | %llu |\n",
+                    f.tg_logits ? "logits" : "argmax", per_tok(tg_dev.syncs), per_tok(tg_dev.ops),
+                    per_tok(tg_dev.h2d_bytes), per_tok(tg_dev.d2h_bytes),
+                    static_cast<unsigned long long>(tg_dev.replayed));
     }
   }
   if (sparse) {  // over every test and repetition above
@@ -380,6 +405,9 @@ int cmd_bench(const Args& args) {
   p.add_int("-n,--n-gen", &f.n_gen, "generated tokens per tg test; 0 = skip");
   p.add_int("-r,--repetitions", &f.reps, "repetitions of each test");
   p.add_flag("--json", &f.json, "print one JSON object instead of a table");
+  p.add_flag("--tg-logits", &f.tg_logits,
+             "tg brings every token's logits to the host, as a sampled decode does (default: only "
+             "the greedy token id, as --temp 0 decoding)");
   p.add_flag("--membw", &f.membw_only,
              "only run the STREAM-like memory bandwidth probe (read, copy, scale, add, triad) with -t threads");
   p.add_flag("--no-membw", &f.no_membw, "skip the read-bandwidth probe and the roofline figures");

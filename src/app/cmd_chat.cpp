@@ -9,6 +9,7 @@
 #include "app/common.h"
 #include "core/log.h"
 #include "engine/chat_template.h"
+#include "engine/decoder.h"
 
 namespace hc {
 
@@ -24,29 +25,29 @@ struct ChatFlags {
 };
 
 // Evaluates the rendered conversation, reusing the cached prefix it shares with the session.
-Status feed(Session& s, const std::vector<int32_t>& tokens) {
+Status feed(Session& s, Decoder& d, const std::vector<int32_t>& tokens) {
   size_t common = 0;
   const auto& h = s.history();
   while (common < h.size() && common < tokens.size() && h[common] == tokens[common]) ++common;
   if (common == tokens.size() && common > 0) --common;  // always re-evaluate one token for logits
   s.truncate(static_cast<int>(common));
-  return s.eval(std::span<const int32_t>(tokens).subspan(common));
+  return d.eval(std::span<const int32_t>(tokens).subspan(common));
 }
 
-Result<std::string> reply(Session& s, Sampler& sampler, int n_predict) {
+Result<std::string> reply(Session& s, Decoder& d, int n_predict) {
   const Tokenizer& tok = s.model().tokenizer();
   std::string text;
   for (int i = 0; i < n_predict; ++i) {
     if (s.n_past() >= s.n_ctx())
       return Status::Error("context full (" + std::to_string(s.n_ctx()) + " tokens); raise -c");
-    const int32_t next = sampler.sample(s.logits(), s.history());
+    const int32_t next = d.next();
     if (tok.is_eog(next)) break;
     const std::string piece = tok.token_to_piece(next, false);
     text += piece;
     std::fputs(piece.c_str(), stdout);
     std::fflush(stdout);
     const int32_t one[1] = {next};
-    HC_TRY(s.eval(one));
+    HC_TRY(d.eval(one));
   }
   std::fputc('\n', stdout);
   std::fflush(stdout);
@@ -64,6 +65,7 @@ Status chat(ChatFlags& f) {
   HC_TRY(detect_chat_template(tmpl).status());
   Session session(model, session_params(f.model));
   Sampler sampler(f.sampling);
+  Decoder decoder(session, sampler);
   std::vector<ChatMessage> msgs;
   if (!f.system.empty()) msgs.push_back({"system", f.system});
   const bool tty = isatty(STDIN_FILENO);
@@ -79,8 +81,8 @@ Status chat(ChatFlags& f) {
     if (static_cast<int>(tokens.size()) >= session.n_ctx())
       return Status::Error("conversation is " + std::to_string(tokens.size()) +
                            " tokens, the context holds " + std::to_string(session.n_ctx()) + " (raise -c)");
-    HC_TRY(feed(session, tokens));
-    HC_ASSIGN_OR_RETURN(std::string answer, reply(session, sampler, f.n_predict));
+    HC_TRY(feed(session, decoder, tokens));
+    HC_ASSIGN_OR_RETURN(std::string answer, reply(session, decoder, f.n_predict));
     msgs.push_back({"assistant", answer});
   }
   return Status::Ok();

@@ -7,6 +7,7 @@
 #include "app/device_setup.h"
 #include "app/dynamic_setup.h"
 #include "core/log.h"
+#include "engine/decoder.h"
 
 namespace hc {
 
@@ -57,16 +58,17 @@ Status run(const RunFlags& f) {
     return Status::Error("prompt is " + std::to_string(tokens.size()) +
                          " tokens but the context holds " + std::to_string(session.n_ctx()) +
                          " (raise -c or shorten the prompt)");
+  Sampler sampler(f.sampling);
+  Decoder decoder(session, sampler, /*need_logits=*/!f.logits_out.empty());
   const double t0 = now_seconds();
-  HC_TRY(session.eval(tokens));
+  HC_TRY(decoder.eval(tokens));
   const double t_prompt = now_seconds() - t0;
   if (!f.logits_out.empty()) HC_TRY(write_floats(f.logits_out, session.logits()));
 
-  Sampler sampler(f.sampling);
   int n_gen = 0;
   const double t1 = now_seconds();
   while (n_gen < f.n_predict && session.n_past() < session.n_ctx()) {
-    const int32_t next = sampler.sample(session.logits(), session.history());
+    const int32_t next = decoder.next();
     if (!f.ignore_eos && tok.is_eog(next)) break;
     if (f.ids) std::printf("%d\n", next);
     else std::fputs(tok.token_to_piece(next, false).c_str(), stdout);
@@ -74,7 +76,7 @@ Status run(const RunFlags& f) {
     ++n_gen;
     if (n_gen == f.n_predict) break;
     const int32_t one[1] = {next};
-    HC_TRY(session.eval(one));
+    HC_TRY(decoder.eval(one));
   }
   const double t_gen = now_seconds() - t1;
   if (!f.ids) std::fputc('\n', stdout);

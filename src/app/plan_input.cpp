@@ -16,18 +16,19 @@ uint64_t row_of(const TensorView& t) {
   return t.empty() ? 0 : static_cast<uint64_t>(row_bytes(t.type, t.ne0));
 }
 
-// Layer il's attention tensors (attention block) or all its dense tensors, each costed by
-// `bytes` (empty tensors cost nothing): the read and the device-charged figures below share
-// these lists.
+// Layer il's attention tensors (attention block, with the FFN's input norm, which a device
+// holding the attention keeps: DeviceModel::place_attention) or all its dense tensors, each
+// costed by `bytes` (empty tensors cost nothing): the read and the device-charged figures
+// below share these lists.
 template <typename Bytes>
 uint64_t layer_sum(const LlamaModel& model, int il, bool ffn_too, Bytes bytes) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   uint64_t b = 0;
   for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
-                              &L.bo, &L.attn_q_norm, &L.attn_k_norm})
+                              &L.bo, &L.attn_q_norm, &L.attn_k_norm, &L.ffn_norm})
     if (!t->empty()) b += bytes(*t);
   if (ffn_too) {
-    for (const TensorView* t : {&L.ffn_norm, &L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp})
+    for (const TensorView* t : {&L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp})
       if (!t->empty()) b += bytes(*t);
     for (const LlamaLayerWeights::Expert& E : L.experts)
       b += bytes(E.gate) + bytes(E.up) + bytes(E.down);

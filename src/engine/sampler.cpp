@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "core/status.h"
+#include "ops/cpu/ops.h"
 
 namespace hc {
 namespace {
@@ -166,15 +167,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                                          p.frequency_penalty, p.presence_penalty)) {
     // Greedy on the logits as they are: argmax_index's choice (the first of equal maxima, NaN
     // never) without building the candidate list (a 49k vocabulary per token and slot).
-    size_t best = 0;
-    float bl = std::isnan(logits[0]) ? -std::numeric_limits<float>::infinity() : logits[0];
-    for (size_t i = 1; i < logits.size(); ++i) {
-      if (logits[i] > bl) {  // false for NaN
-        bl = logits[i];
-        best = i;
-      }
-    }
-    return static_cast<int32_t>(best);
+    return ops::argmax_row(logits.data(), static_cast<int64_t>(logits.size()));
   }
   cur_.assign(logits);
   apply_penalties(&cur_, recent_tokens, p.repeat_last_n, p.repeat_penalty,

@@ -60,6 +60,14 @@ class Sampler {
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent_tokens);
 
   const SamplerParams& params() const { return params_; }
+  // True when sample() is the plain argmax of the logits whatever the recent tokens (greedy,
+  // no penalty on): callers may then take Session::eval_argmax's id instead.
+  bool greedy() const {
+    return params_.temp <= 0.0f &&
+           (params_.repeat_last_n == 0 ||
+            (params_.repeat_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
+             params_.presence_penalty == 0.0f));
+  }
   void reseed(uint64_t seed);
 
  private:

@@ -42,6 +42,26 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
   return Status::Ok();
 }
 
+Result<int32_t> Session::eval_argmax(std::span<const int32_t> tokens) {
+  if (tokens.empty()) return Status::Error("no tokens to evaluate");
+  // Every chunk but the last as eval() runs it; the last one asks for the id.
+  const size_t n_last = (tokens.size() - 1) % static_cast<size_t>(params_.n_batch) + 1;
+  if (tokens.size() > n_last) HC_TRY(eval(tokens.first(tokens.size() - n_last)));
+  const auto last = tokens.last(n_last);
+  if (n_past_ + static_cast<int64_t>(n_last) > cache_.n_ctx)
+    return Status::Error("context overflow: " + std::to_string(n_past_) + " tokens in context + " +
+                         std::to_string(n_last) + " new exceed the context size " +
+                         std::to_string(cache_.n_ctx) + " (raise -c)");
+  int32_t id = 0;
+  if (dynamic_) dynamic_->begin_call(static_cast<int64_t>(n_last));
+  HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, last, n_past_, false, &logits_, &id));
+  if (dynamic_) HC_TRY(dynamic_->end_call());
+  n_past_ += static_cast<int>(n_last);
+  history_.insert(history_.end(), last.begin(), last.end());
+  if (device_model_ && device_model_->output_on_device()) logits_.clear();
+  return id;
+}
+
 Status Session::set_device(std::shared_ptr<const DeviceModel> dm) {
   scratch_.device = nullptr;
   device_.reset();

@@ -39,6 +39,10 @@ class Session {
   // Afterwards logits() holds the last token's logits, or every token's when all_logits.
   Status eval(std::span<const int32_t> tokens, bool all_logits = false);
   const std::vector<float>& logits() const { return logits_; }
+  // eval(tokens), returning the greedy choice after the last token (the first largest logit,
+  // Sampler's greedy pick without penalties). With the output layer on a device only the id
+  // crosses the link, and logits() is empty afterwards.
+  Result<int32_t> eval_argmax(std::span<const int32_t> tokens);
   // Forgets everything from position n on (n <= n_past).
   void truncate(int n);
   uint64_t kv_bytes() const { return cache_.bytes(); }

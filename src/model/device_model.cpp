@@ -54,7 +54,9 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
     d.ffn_dense = true;
     const std::string n_norm = layer_name(il, "ffn_norm"), n_g = layer_name(il, "ffn_gate"),
                       n_u = layer_name(il, "ffn_up"), n_d = layer_name(il, "ffn_down");
-    HC_ASSIGN_OR_RETURN(d.ffn_norm, put(L.ffn_norm, n_norm.c_str()));
+    if (d.ffn_norm.empty()) {  // not already placed with the attention
+      HC_ASSIGN_OR_RETURN(d.ffn_norm, put(L.ffn_norm, n_norm.c_str()));
+    }
     HC_ASSIGN_OR_RETURN(d.gate, put(L.ffn_gate, n_g.c_str()));
     HC_ASSIGN_OR_RETURN(d.up, put(L.ffn_up, n_u.c_str()));
     HC_ASSIGN_OR_RETURN(d.down, put(L.ffn_down, n_d.c_str()));
@@ -112,7 +114,10 @@ Status DeviceModel::place_attention(int il) {
                         {&L.bk, &d.bk, "attn_k.bias"},              {&L.bv, &d.bv, "attn_v.bias"},
                         {&L.bo, &d.bo, "attn_output.bias"},
                         {&L.attn_q_norm, &d.attn_q_norm, "attn_q_norm"},
-                        {&L.attn_k_norm, &d.attn_k_norm, "attn_k_norm"}};
+                        {&L.attn_k_norm, &d.attn_k_norm, "attn_k_norm"},
+                        // The FFN's input norm too, so that a hybrid FFN after this attention
+                        // norms its input where the residual stream is (hybrid_ffn).
+                        {&L.ffn_norm, &d.ffn_norm, "ffn_norm"}};
   for (const Part& part : parts) {
     if (part.host->empty()) continue;  // optional biases and norms
     const std::string name = layer_name(il, part.name);
@@ -433,6 +438,7 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::up, ff, "activations (up)");
   }
   if (n.hot) {
+    fn(&DeviceSession::cold, embd, "activations (the host's cold half)");
     fn(&DeviceSession::idx, T * hp.n_ff * sizeof(int32_t), "hot index");
     fn(&DeviceSession::fire, T * hp.n_ff, "hot firing mask");
   }
@@ -448,7 +454,10 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::route_row, routes * sizeof(int32_t), "expert routes (rows)");
     fn(&DeviceSession::route_w, routes * f, "expert routes (weights)");
   }
-  if (n.output) fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
+  if (n.output) {
+    fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
+    fn(&DeviceSession::ids, T * sizeof(int32_t), "greedy token ids");
+  }
 }
 
 bool any(const Needs& n) { return n.attn || n.dense || n.hot || n.output || n.moe; }
@@ -604,7 +613,9 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   }
   if (needs.output) {
     HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * sizeof(float)));
+    HC_ASSIGN_OR_RETURN(void* hi, s->host_alloc(T * sizeof(int32_t)));
     s->h_logits = static_cast<float*>(hl);
+    s->h_ids = static_cast<int32_t*>(hi);
   }
   if (needs.moe) {
     const uint64_t routes = T * static_cast<uint64_t>(hp.n_expert_used);

@@ -190,6 +190,10 @@ class DeviceSession {
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
   float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
+  // Greedy decoding's token ids [max_tokens] (Device::argmax of the logits), with the output.
+  int32_t* ids = nullptr;
+  // A hybrid FFN's host half [max_tokens, n_embd], merged on the device (hybrid_ffn).
+  float* cold = nullptr;
   // Hot local indices (predictor mode): [n_ff] for a sequence's union list, up to
   // [max_tokens, n_ff] for independent decode steps' own lists, one after the other.
   int32_t* idx = nullptr;
@@ -202,7 +206,7 @@ class DeviceSession {
   float *route_w = nullptr, *xe = nullptr, *routes_out = nullptr;
   // Pinned host staging.
   float *h_x = nullptr, *h_out = nullptr, *h_logits = nullptr;
-  int32_t* h_idx = nullptr;
+  int32_t *h_idx = nullptr, *h_ids = nullptr;
   uint8_t* h_fire = nullptr;
   int32_t *h_route_tok = nullptr, *h_route_row = nullptr;
   float *h_route_w = nullptr, *h_routes_out = nullptr;

@@ -27,6 +27,21 @@ Status DeviceResidual::to_host(float* x_host, int64_t n) {
   return Status::Ok();
 }
 
+Status DeviceResidual::read(float* x_host, int64_t n) {
+  if (!on_device) return Status::Ok();
+  ops::Device& dev = ds->dm().device();
+  dev.copy_to_host(ds->h_x, ds->x, static_cast<uint64_t>(n) * sizeof(float));
+  HC_TRY(dev.sync());
+  std::memcpy(x_host, ds->h_x, static_cast<size_t>(n) * sizeof(float));
+  return Status::Ok();
+}
+
+bool can_merge_on_device(const LlamaModel& model, const DeviceLayer& d, int il) {
+  const LlamaHParams& hp = model.hparams();
+  return !d.ffn_norm.empty() && hp.norm == NormKind::kRms && !hp.parallel_block &&
+         model.weights().layers[static_cast<size_t>(il)].ffn_down_b.empty();
+}
+
 namespace {
 
 // y = x W^T on the device: rows of independent sequences each as a one-row call computes it
@@ -193,18 +208,28 @@ void audit_hybrid(const LlamaModel& model, const SparseFfn& sparse, const Device
 }  // namespace
 
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
-                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row) {
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row,
+                  bool x_on_device) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
+  if (x_on_device && !can_merge_on_device(model, d, il))
+    return Status::Error("hybrid FFN of layer " + std::to_string(il) +
+                         ": this layer's FFN cannot be merged on the device");
   ops::Device& dev = ds.dm().device();
   SparseScratch& sc = s.sparse_scratch;
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
   const ops::GluKind kind =
       glu_kind(hp);
-  // Device half first, so it runs while the host computes its half.
-  std::memcpy(ds.h_x, s.xb.data(), xbytes);
-  dev.copy_to_device(ds.xb, ds.h_x, xbytes);
+  // Device half first, so it runs while the host computes its half. Its input: normed there
+  // from its own x, or the host's normed input copied over.
+  if (x_on_device) {
+    dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.ffn_norm.data), n_tok, n_embd,
+                hp.rms_eps);
+  } else {
+    std::memcpy(ds.h_x, s.xb.data(), xbytes);
+    dev.copy_to_device(ds.xb, ds.h_x, xbytes);
+  }
   if (sparse.use_predictor() && per_row) {
     // One ffn_rows call per row over that row's own list: a device's reduction over the list
     // may depend on its length (CUDA splits it), so a union would change the rows' bits.
@@ -249,13 +274,22 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
                              rows_bytes(d.hot_down_t, n_hot) + rows_bytes(d.hot_gate_b, n_hot);
   }
-  dev.copy_to_host(ds.h_out, ds.proj, xbytes);
+  if (!x_on_device) dev.copy_to_host(ds.h_out, ds.proj, xbytes);
   // Host half: the cold neurons.
   sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
   sparse_ffn_subset(model, sparse, il, s.in, d.cold.data(), static_cast<int64_t>(d.cold.size()),
                     s.proj.data(), sc, pool);
   // An audit (while the device works): every neuron's act and firing, the device's included.
   if (sc.monitor && sc.monitor->audit()) audit_hybrid(model, sparse, d, il, s.in, sc, pool);
+  if (x_on_device) {
+    // x += hot + cold on the device (the same sum as the host's cold + hot below). h_out is
+    // free to stage it: the next read of x waits for this copy.
+    std::memcpy(ds.h_out, s.proj.data(), xbytes);
+    dev.copy_to_device(ds.cold, ds.h_out, xbytes);
+    dev.add(ds.proj, ds.cold, n_tok * n_embd);
+    dev.add(ds.x, ds.proj, n_tok * n_embd);
+    return Status::Ok();
+  }
   HC_TRY(dev.sync());
   // x += cold + hot (one fixed order, so results do not depend on which half finished first).
   ops::add_inplace(s.proj.data(), ds.h_out, n_tok * n_embd);
@@ -353,7 +387,7 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
 }
 
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
-                     float* out, bool per_row) {
+                     float* out, bool per_row, int32_t* out_id) {
   const LlamaHParams& hp = model.hparams();
   const DeviceModel& dm = ds.dm();
   ops::Device& dev = dm.device();
@@ -361,6 +395,14 @@ Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, 
   dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
               n_out, hp.n_embd, hp.rms_eps);
   device_matmul(dev, per_row, dm.output(), ds.xb, n_out, ds.logits);
+  if (out_id) {
+    const uint64_t id_bytes = static_cast<uint64_t>(n_out) * sizeof(int32_t);
+    dev.argmax(ds.logits, n_out, hp.n_vocab, ds.ids);
+    dev.copy_to_host(ds.h_ids, ds.ids, id_bytes);
+    HC_TRY(dev.sync());
+    std::memcpy(out_id, ds.h_ids, id_bytes);
+    return Status::Ok();
+  }
   const uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
   dev.copy_to_host(ds.h_logits, ds.logits, bytes);
   HC_TRY(dev.sync());

@@ -26,6 +26,9 @@ struct DeviceResidual {
   void to_device(const float* x_host, int64_t n);
   // Makes the host copy current (waits for the device).
   Status to_host(float* x_host, int64_t n);
+  // Copies the device's x to x_host (waits for the device); the device copy stays the current
+  // one, so the next step there needs no copy back.
+  Status read(float* x_host, int64_t n);
 };
 
 // `per_row` / `steps` below: the rows are independent sequences' decode steps (the server's
@@ -41,18 +44,28 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
 // Layer il's dense FFN block on the device (x on device).
 void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
                       bool per_row = false);
-// Layer il's hybrid FFN (x on host): the device's hot neurons and the host's cold neurons on the
-// same tokens at once, their partial outputs added into x. s.xb / s.in hold the normed input.
+// Layer il's hybrid FFN: the device's hot neurons and the host's cold neurons on the same
+// tokens at once, their partial outputs added into x. s.xb / s.in hold the normed input.
+// x on the host: the normed input goes to the device, the device's half comes back, the
+// host adds both (one sync). x_on_device (the caller read x with DeviceResidual::read, and
+// can_merge_on_device says yes): the device norms its own input from its x, the host's half
+// goes over once and the device adds both halves into its x: no sync here, the stream stays.
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
-                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row = false);
+                  ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row = false,
+                  bool x_on_device = false);
+// Whether layer il's hybrid FFN can run with x on the device: the device holds its input norm
+// (placed with the attention), an RMSNorm, and the FFN's output is the two halves' sum alone
+// (no down bias, no parallel attention to add).
+bool can_merge_on_device(const LlamaModel& model, const DeviceLayer& d, int il);
 // Layer il's mixture-of-experts FFN with some experts on the device (x on host): the host
 // routes, the device computes its experts' routes while the host computes the others, and the
 // host sums each token's outputs in top-k order into x. s.xb / s.in hold the normed input.
 Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
                       ThreadPool& pool, int64_t n_tok, bool per_row = false);
 // Final norm and output matrix on the device for rows [first, n_tok) (x on device): logits
-// [n_tok - first, n_vocab] copied to out.
+// [n_tok - first, n_vocab] copied to out; or, with out_id, only each row's greedy token
+// (Device::argmax) copied to out_id [n_tok - first], out untouched: 4 bytes a row cross.
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
-                     float* out, bool per_row = false);
+                     float* out, bool per_row = false, int32_t* out_id = nullptr);
 
 }  // namespace hc

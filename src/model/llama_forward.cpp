@@ -390,11 +390,15 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
     xr.to_device(s.x.data(), n);
     device_ffn_dense(model, *s.device, il, n_tok, per_row);
   } else if (dl && dl->hybrid()) {
-    HC_TRY(xr.to_host(s.x.data(), n));
+    // After the device's attention the residual stream stays there: the host reads a copy
+    // (its half's input), the device adds both halves into its own (one sync per layer).
+    const bool resident = xr.on_device && can_merge_on_device(model, *dl, il);
+    if (resident) HC_TRY(xr.read(s.x.data(), n));
+    else HC_TRY(xr.to_host(s.x.data(), n));
     const LlamaLayerWeights& L = model.weights().layers[il];
     norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
     s.in.reset(s.xb.data(), n_tok, hp.n_embd);
-    HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok, per_row));
+    HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok, per_row, resident));
   } else {
     HC_TRY(xr.to_host(s.x.data(), n));
     ffn_block(model, il, s, pool, n_tok);
@@ -403,9 +407,10 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
 }
 
 // One micro-batch of rows; the logits of rows [first_out, n_tok) written to `out` unless it is
-// null.
+// null; with out_id (and out), each of those rows' greedy token written to out_id, and out
+// then holds the logits only where the host computed them (the device's stay there).
 Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch& s,
-                      ThreadPool& pool, int64_t first_out, float* out) {
+                      ThreadPool& pool, int64_t first_out, float* out, int32_t* out_id = nullptr) {
   const LlamaHParams& hp = model.hparams();
   const LlamaWeights& W = model.weights();
   const int64_t n_tok = rows.n_tok;
@@ -457,7 +462,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
   if (s.device && s.device->dm().output_on_device() && out) {
     xr.to_device(s.x.data(), n_tok * hp.n_embd);
-    return device_output(model, *s.device, first_out, n_tok, out, rows.has_steps());
+    return device_output(model, *s.device, first_out, n_tok, out, rows.has_steps(), out_id);
   }
   // Always back on the host (and the device idle) before the staging buffers are reused.
   HC_TRY(xr.to_host(s.x.data(), n_tok * hp.n_embd));
@@ -469,6 +474,8 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
   // the sequence's last row alone is in llama_forward.
   if (rows.has_steps()) s.in.set_auto_rows(0);
   ops::matmul(W.output, s.xb.data(), n_out, out, pool, s.in);
+  for (int64_t t = 0; out_id && t < n_out; ++t)
+    out_id[t] = ops::argmax_row(out + t * hp.n_vocab, hp.n_vocab);
   return Status::Ok();
 }
 
@@ -476,8 +483,9 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
 
 Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
                      ThreadPool& pool, std::span<const int32_t> tokens, int pos0,
-                     bool all_logits, std::vector<float>* logits) {
+                     bool all_logits, std::vector<float>* logits, int32_t* argmax) {
   HC_TRY(validate(model, cache, tokens, pos0));
+  if (argmax && all_logits) return Status::Error("llama_forward: argmax takes the last token only");
   if (s.device) {
     if (s.observer)
       return Status::Error("activation observers (profile) run on the host only: no -ngl");
@@ -498,7 +506,8 @@ Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
     float* out = all_logits ? logits->data() + b * n_vocab
                             : (b + n == n_tok ? logits->data() : nullptr);
     const Rows rows = Rows::sequence(cache, tokens.subspan(b, n), pos0 + static_cast<int>(b));
-    HC_TRY(forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out));
+    HC_TRY(forward_ubatch(model, rows, s, pool, all_logits ? 0 : n - 1, out,
+                          out ? argmax : nullptr));
   }
   return Status::Ok();
 }

@@ -73,9 +73,12 @@ void add_bias_rows(float* y, const TensorView& b, int64_t n_tok);
 
 // Runs tokens at positions [pos0, pos0 + tokens.size()), appending their K/V to the cache.
 // logits receives [n_vocab] for the last token, or [n_tok, n_vocab] when all_logits.
+// With argmax (not all_logits): *argmax = the last token's greedy choice (ops::argmax_row of
+// its logits); when the output layer is on a device only that id comes back and logits holds
+// no meaningful values.
 Status llama_forward(const LlamaModel& model, KvCache& cache, ForwardScratch& s,
                      ThreadPool& pool, std::span<const int32_t> tokens, int pos0,
-                     bool all_logits, std::vector<float>* logits);
+                     bool all_logits, std::vector<float>* logits, int32_t* argmax = nullptr);
 
 // One decode step of one sequence: `token` goes to position `pos` of `cache` (the cache already
 // holds positions [0, pos)). Different steps use different caches (one per server slot).

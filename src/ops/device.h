@@ -34,6 +34,7 @@
 // weights (activations are not quantised); its tests bound the difference from the CPU
 // reference by tolerances derived from the weight type.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -78,6 +79,29 @@ struct ScratchNeeds {
   std::vector<WeightShape> ffn;
 };
 
+// What a device has done since it opened, each device counting its own work (the contract suite,
+// tests/device/counters_test.cpp, holds every device to these definitions):
+//   syncs      host waits for the queue: sync(), download(), upload(), and any wait a device
+//              makes by itself (growing scratch that queued work may read)
+//   ops        commands put on the queue: kernel launches (CUDA), recorded dispatches and copies
+//              (Vulkan), queued operations (CPU device); a replayed graph is one command
+//   h2d_bytes  bytes copied host -> device (copy_to_device, upload, upload_weight, update_rows)
+//   d2h_bytes  bytes copied device -> host (copy_to_host, download)
+//   replayed   decode steps replayed from a recorded graph instead of queued anew
+// `hotcold bench --json` reports them per generated token under "device".
+struct DeviceCounters {
+  uint64_t syncs = 0, ops = 0, h2d_bytes = 0, d2h_bytes = 0, replayed = 0;
+  DeviceCounters operator-(const DeviceCounters& o) const {
+    return {syncs - o.syncs, ops - o.ops, h2d_bytes - o.h2d_bytes, d2h_bytes - o.d2h_bytes,
+            replayed - o.replayed};
+  }
+  DeviceCounters& operator+=(const DeviceCounters& o) {
+    syncs += o.syncs, ops += o.ops, h2d_bytes += o.h2d_bytes, d2h_bytes += o.d2h_bytes;
+    replayed += o.replayed;
+    return *this;
+  }
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -88,6 +112,12 @@ class Device {
   virtual DeviceKind kind() const = 0;
   virtual std::string name() const = 0;  // e.g. "cpu device (2 threads)", "NVIDIA H100 80GB"
   virtual DeviceProfile profile() const = 0;
+  // The counters above, read at any time from any thread.
+  DeviceCounters counters() const {
+    return {syncs_.load(std::memory_order_relaxed), ops_.load(std::memory_order_relaxed),
+            h2d_.load(std::memory_order_relaxed), d2h_.load(std::memory_order_relaxed),
+            replayed_.load(std::memory_order_relaxed)};
+  }
 
   // ---- memory -----------------------------------------------------------------------------
   virtual uint64_t budget_bytes() const = 0;
@@ -222,9 +252,29 @@ class Device {
                         const int32_t* idx, int64_t n_idx, const uint8_t* fire, GluKind kind,
                         float* out) = 0;
 
+  // out[r] = the index of the largest of x[r * n .. r * n + n) for n_rows rows (the first such
+  // index on ties, as the host's greedy sampler picks; NaN is never the largest): greedy
+  // decoding, so that only the token id crosses the link. out: n_rows int32 in device memory.
+  virtual void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) = 0;
+
   // Waits until every operation queued so far has run. A failure inside the device (a CUDA
   // error) is reported here, naming the operation.
   virtual Status sync() = 0;
+
+ protected:
+  // For the devices' own counting (DeviceCounters above).
+  void count_sync() { syncs_.fetch_add(1, std::memory_order_relaxed); }
+  void count_ops(uint64_t n = 1) { ops_.fetch_add(n, std::memory_order_relaxed); }
+  void count_h2d(uint64_t bytes) { h2d_.fetch_add(bytes, std::memory_order_relaxed); }
+  void count_d2h(uint64_t bytes) { d2h_.fetch_add(bytes, std::memory_order_relaxed); }
+  void count_replayed(uint64_t n = 1) { replayed_.fetch_add(n, std::memory_order_relaxed); }
+  // Back to zero (after a device's own measurements at open).
+  void reset_counters() {
+    for (auto* c : {&syncs_, &ops_, &h2d_, &d2h_, &replayed_}) c->store(0);
+  }
+
+ private:
+  std::atomic<uint64_t> syncs_{0}, ops_{0}, h2d_{0}, d2h_{0}, replayed_{0};
 };
 
 inline Result<TensorView> Device::upload_weight(const TensorView& host, const int32_t* rows,

@@ -87,6 +87,7 @@ class CpuDevice final : public Device {
     }
     profile_.sync_us = seconds_since(t0) * 1e6 / n;
     profile_.op_us = profile_.sync_us / 2;
+    reset_counters();  // the counters start at open, after this measurement
     return Status::Ok();
   }
 
@@ -145,15 +146,19 @@ class CpuDevice final : public Device {
     const std::string e = check::nulls({{"destination", dst}, {"source", host_src}});
     if (!e.empty()) return Status::Error("cpu device: upload: " + e);
     std::memcpy(dst, host_src, bytes);
+    count_sync();  // synchronous by the contract
+    count_h2d(bytes);
     return Status::Ok();
   }
   // Waits for the queue but leaves a failed operation's error to sync(), as the GPU devices do.
   Status download(void* host_dst, const void* src, uint64_t bytes) override {
     wait();
+    count_sync();
     if (bytes == 0) return Status::Ok();
     const std::string e = check::nulls({{"destination", host_dst}, {"source", src}});
     if (!e.empty()) return Status::Error("cpu device: download: " + e);
     std::memcpy(host_dst, src, bytes);
+    count_d2h(bytes);
     return Status::Ok();
   }
 
@@ -190,6 +195,7 @@ class CpuDevice final : public Device {
     if (bytes == 0 ||
         !ok("copy_to_device", check::nulls({{"destination", dst}, {"source", host_src}})))
       return;
+    count_h2d(bytes);
     enqueue([=, this] {
       std::memcpy(dst, host_src, bytes);
       pace_link(bytes);
@@ -199,6 +205,7 @@ class CpuDevice final : public Device {
     if (bytes == 0 ||
         !ok("copy_to_host", check::nulls({{"destination", host_dst}, {"source", src}})))
       return;
+    count_d2h(bytes);
     enqueue([=, this] {
       std::memcpy(host_dst, src, bytes);
       pace_link(bytes);
@@ -351,8 +358,18 @@ class CpuDevice final : public Device {
 
   // Waits for the queue, then reports (and clears) the first operation that failed since the
   // last sync(): operations with bad arguments were never queued (see ok()).
+  void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override {
+    if (n_rows <= 0 || !ok("argmax", check::negatives({{"n", n}})) ||
+        !ok("argmax", check::nulls({{"x", x}, {"out", out}})))
+      return;
+    enqueue([=] {
+      for (int64_t r = 0; r < n_rows; ++r) out[r] = argmax_row(x + r * n, n);
+    });
+  }
+
   Status sync() override {
     wait();
+    count_sync();
     std::lock_guard<std::mutex> lk(mu_);
     if (first_error_.empty()) return Status::Ok();
     Status st = Status::Error("cpu device: " + first_error_);
@@ -553,6 +570,7 @@ class CpuDevice final : public Device {
   // once than ever before, so steady-state decode allocates nothing here.
   template <class F>
   void enqueue(F f) {
+    count_ops();
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (count_ == ring_.size()) grow();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "ops/cpu/repack.h"
@@ -127,6 +128,18 @@ void gelu(float* x, int64_t n) {
     if (v <= -10.0f) x[i] = 0.0f;
     else if (v < 10.0f) x[i] = fp16_to_fp32(table[fp32_to_fp16(v)]);
   }
+}
+
+int32_t argmax_row(const float* x, int64_t n) {
+  int64_t best = 0;
+  float bl = n > 0 && !std::isnan(x[0]) ? x[0] : -std::numeric_limits<float>::infinity();
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > bl) {  // false for NaN
+      bl = x[i];
+      best = i;
+    }
+  }
+  return static_cast<int32_t>(best);
 }
 
 void add_inplace(float* y, const float* x, int64_t n) {

@@ -44,6 +44,9 @@ void gelu(float* x, int64_t n);
 float gelu_f32(float x);
 // y[i] += x[i]
 void add_inplace(float* y, const float* x, int64_t n);
+// The index of the largest of x[0 .. n): the first on ties, NaN never (all NaN: 0). Greedy
+// decoding's choice, on the host (Sampler) and on every device (Device::argmax).
+int32_t argmax_row(const float* x, int64_t n);
 // Dequantises row `i` of `table` (e.g. token embeddings) into out[table.ne0].
 void get_row(const TensorView& table, int64_t i, float* out);
 

@@ -134,6 +134,7 @@ Status CudaDevice::init(const DeviceOptions& opt) {
   HC_TRY(create_queue());
   HC_TRY(measure_profile());
   HC_TRY(warm_up_cublas());
+  reset_counters();  // the counters start at open, after the profile's measurements
   const uint64_t now = free_now();
   overhead_ = (free_before_ > now ? free_before_ - now : 0) + kLazyCodeReserve;
   if (overhead_ > budget_) {
@@ -239,6 +240,9 @@ Status CudaDevice::upload(void* dst, const void* host_src, uint64_t bytes) {
   select();
   HC_TRY(cuda_error(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_),
                     "upload: cudaMemcpyAsync of " + mib(bytes)));
+  count_ops();
+  count_h2d(bytes);
+  count_sync();
   return cuda_error(cudaStreamSynchronize(stream_), "upload: cudaStreamSynchronize");
 }
 
@@ -246,6 +250,9 @@ Status CudaDevice::download(void* host_dst, const void* src, uint64_t bytes) {
   select();
   HC_TRY(cuda_error(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
                     "download: cudaMemcpyAsync of " + mib(bytes)));
+  count_ops();
+  count_d2h(bytes);
+  count_sync();
   return cuda_error(cudaStreamSynchronize(stream_), "download: cudaStreamSynchronize");
 }
 
@@ -253,6 +260,7 @@ Status CudaDevice::ensure_scratch(Scratch* s, uint64_t bytes, const char* what) 
   if (s->bytes >= bytes) return Status::Ok();
   if (s->p) {
     // Queued work may still read the old buffer.
+    count_sync();
     HC_TRY(cuda_error(cudaStreamSynchronize(stream_), std::string("growing ") + what));
     free_scratch(s);
   }
@@ -273,13 +281,15 @@ void CudaDevice::fail(const std::string& op, const std::string& msg) {
   if (first_error_.empty()) first_error_ = op + ": " + msg;
 }
 
-void CudaDevice::check_launch(const char* op) {
+void CudaDevice::check_launch(const char* op, uint64_t launches) {
+  count_ops(launches);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) fail(op, std::string("kernel launch failed: ") + cudaGetErrorString(e));
 }
 
 Status CudaDevice::sync() {
   select();
+  count_sync();
   const cudaError_t e = cudaStreamSynchronize(stream_);
   if (e != cudaSuccess) {
     cudaGetLastError();

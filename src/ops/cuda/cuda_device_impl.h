@@ -92,6 +92,7 @@ class CudaDevice final : public Device {
   void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
+  void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
   Status sync() override;
 
   void dequantize_rows(const TensorView& w, float* out);  // cuda_testing.h
@@ -110,7 +111,8 @@ class CudaDevice final : public Device {
 
   void select() const { cudaSetDevice(ordinal_); }
   void fail(const std::string& op, const std::string& msg);
-  void check_launch(const char* op);
+  // Reads the launch error of the last `launches` kernel launches of op, and counts them.
+  void check_launch(const char* op, uint64_t launches = 1);
   bool check_weight(const char* op, const char* name, const TensorView& w, int64_t ne0);
   bool check_ffn(const char* op, const TensorView& gate, const TensorView& up,
                  const TensorView& down_t, int64_t n_tok, GluKind kind);

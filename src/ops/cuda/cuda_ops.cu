@@ -15,14 +15,18 @@ void CudaDevice::copy_to_device(void* dst, const void* host_src, uint64_t bytes)
   select();
   const Status st = cuda_error(
       cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
-  if (!st.ok()) fail("copy_to_device", st.message());
+  if (!st.ok()) return fail("copy_to_device", st.message());
+  count_ops();
+  count_h2d(bytes);
 }
 
 void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   select();
   const Status st = cuda_error(
       cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
-  if (!st.ok()) fail("copy_to_host", st.message());
+  if (!st.ok()) return fail("copy_to_host", st.message());
+  count_ops();
+  count_d2h(bytes);
 }
 
 void CudaDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
@@ -30,6 +34,16 @@ void CudaDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n_t
   select();
   launch_rmsnorm(out, x, w, n_tok, n, eps, stream_);
   check_launch("rmsnorm");
+}
+
+void CudaDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) {
+  select();
+  if (n_rows <= 0) return;
+  if (std::string e = device_checks::negatives({{"n", n}}); !e.empty()) return fail("argmax", e);
+  if (std::string e = device_checks::nulls({{"x", x}, {"out", out}}); !e.empty())
+    return fail("argmax", e);
+  launch_argmax(x, n_rows, n, out, stream_);
+  check_launch("argmax");
 }
 
 void CudaDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
@@ -163,7 +177,7 @@ void CudaDevice::matvec(const TensorView& w, const float* x, int64_t n_tok, floa
     p.ldy = w.ne1;
     launch_matvec(w.type, p, stream_);
   }
-  check_launch("matmul");
+  check_launch("matmul", static_cast<uint64_t>((n_tok + kMaxVecTokens - 1) / kMaxVecTokens));
 }
 
 // y [n_tok, ne1] = x W^T with cuBLAS over fp32 weight rows (dequantised, kGemmScratchBytes
@@ -204,6 +218,7 @@ bool CudaDevice::gemm(const TensorView& w, const float* x, int64_t n_tok, float*
       fail("matmul", st.message());
       return true;
     }
+    count_ops();
   }
   return true;
 }
@@ -258,6 +273,7 @@ void CudaDevice::ffn(const char* op, const FfnArgs& a) {
         cuda_error(cudaMemsetAsync(a.out, 0, static_cast<size_t>(a.n_tok * n_embd) * 4, stream_),
                    "cudaMemsetAsync");
     if (!st.ok()) fail(op, st.message());
+    else count_ops();
     return;
   }
   const int n_split = down_splits(a.n_rows, n_embd);
@@ -269,7 +285,9 @@ void CudaDevice::ffn(const char* op, const FfnArgs& a) {
   for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxVecTokens) {
     ffn_group(a, t0, std::min(kMaxVecTokens, a.n_tok - t0), h, n_split, part);
   }
-  check_launch(op);
+  // Per group of tokens: gate, up (or Falcon's relu), down, and the sum of the down splits.
+  const uint64_t groups = static_cast<uint64_t>((a.n_tok + kMaxVecTokens - 1) / kMaxVecTokens);
+  check_launch(op, groups * (3 + (n_split > 1 ? 1 : 0)));
 }
 
 // h [8, n_rows] (256-byte aligned), then the down splits [n_split, 8, n_embd] when n_split > 1.

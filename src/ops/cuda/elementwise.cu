@@ -29,6 +29,39 @@ __device__ float block_sum(float v, float* red) {
   return s;
 }
 
+// One block per row: the first index of the row's largest value (NaN never; all NaN: 0). Each
+// thread keeps its stride's first largest, then the block keeps, of two candidates, the larger
+// value or, on equal values, the smaller index (comparisons with NaN are false).
+__global__ void argmax_kernel(const float* x, int64_t n, int32_t* out) {
+  __shared__ float bv[kThreads];
+  __shared__ int64_t bi[kThreads];
+  const float* xr = x + blockIdx.x * n;
+  float v = -INFINITY;
+  int64_t i = n;  // none yet
+  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float xj = xr[j];
+    if (xj > v || (xj == v && j < i)) {
+      v = xj;
+      i = j;
+    }
+  }
+  bv[threadIdx.x] = v;
+  bi[threadIdx.x] = i;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      const float ov = bv[threadIdx.x + s];
+      const int64_t oi = bi[threadIdx.x + s];
+      if (ov > bv[threadIdx.x] || (ov == bv[threadIdx.x] && oi < bi[threadIdx.x])) {
+        bv[threadIdx.x] = ov;
+        bi[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = bi[0] < n ? static_cast<int32_t>(bi[0]) : 0;
+}
+
 // One block per row: out = x / sqrt(mean(x^2) + eps) * w, (x * scale) * w as ggml.
 __global__ void rmsnorm_kernel(float* out, const float* x, const float* w, int64_t n, float eps) {
   __shared__ float red[kThreads / kWarp];
@@ -176,6 +209,11 @@ void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t*
   if (n <= 0) return;
   ungated_relu_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(h, n_rows, n, fire, ld_fire,
                                                                      threshold);
+}
+
+void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cudaStream_t stream) {
+  if (n_rows <= 0) return;
+  argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, n, out);
 }
 
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {

@@ -85,6 +85,9 @@ void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStrea
 void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t* fire,
                          int64_t ld_fire, float threshold, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+// out[r] = the index of the largest of x[r * n .. + n) for r < n_rows: the first on ties, NaN
+// never, 0 when all are NaN (ops::argmax_row). One block per row.
+void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cudaStream_t stream);
 // y[t * n + i] += b[i] for t < n_tok.
 void launch_add_rows(float* y, const float* b, int64_t n_tok, int64_t n, cudaStream_t stream);
 // Rows of width floats: dst[j] = src[idx[j]] (get_rows), dst[idx[j]] = src[j] * scale[j]

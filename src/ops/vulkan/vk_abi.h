@@ -170,6 +170,16 @@ struct AttentionPC {
 };
 static_assert(sizeof(AttentionPC) == 72);
 
+// argmax ("rows" grid over n_rows, a workgroup per row): out[r] (int32) = the index of the
+// largest of x[r * n .. r * n + n), the first on ties, NaN never (all NaN: 0), as
+// ops::argmax_row.
+struct ArgmaxPC {
+  uint64_t x, out;
+  int64_t n;
+  int32_t n_rows, pad;
+};
+static_assert(sizeof(ArgmaxPC) == 32);
+
 // read_probe ("elements" grid over n_words 16-byte words): reads every word of src; writes
 // one word to sink only when the sum of all of them is a value that cannot occur (never),
 // so the reads are not optimised away. For the device profile's bandwidth.

@@ -263,6 +263,7 @@ enum Pipe : int {
   kReadProbe,
   kQuantize,
   kRows,
+  kArgmax,
   kPipes
 };
 
@@ -273,7 +274,7 @@ std::string pipe_name(int p) {
   if (p < kDown0) return std::string("matvec_") + kWTypeNames[(p - kMatvec0) % kVkWTypes];
   if (p < kRmsnorm) return std::string("down_") + kWTypeNames[(p - kDown0) % kVkWTypes];
   static const char* rest[] = {"rmsnorm",   "rope",       "kv_store", "glu", "add",
-                               "attention", "read_probe", "quantize", "rows"};
+                               "attention", "read_probe", "quantize", "rows", "argmax"};
   return rest[p - kRmsnorm];
 }
 
@@ -385,6 +386,7 @@ class VulkanDevice final : public Device {
   void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
+  void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
   Status sync() override;
 
   // Test hook: drain the queue, then behave as after VK_ERROR_DEVICE_LOST.
@@ -680,6 +682,7 @@ Status VulkanDevice::init(const DeviceOptions& opt) {
   down_groups_per_lane_ = split_[0].rows_per_lane > 0;
   native_half_ = props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   HC_TRY(measure_profile());
+  reset_counters();  // the counters start at open, after the profile's measurements
   const char* prof = std::getenv("HC_VK_PROFILE");
   profile_ops_ = prof && *prof && std::string(prof) != "0";
   return Status::Ok();
@@ -899,6 +902,7 @@ Status VulkanDevice::upload(void* dst, const void* host_src, uint64_t bytes) {
     const uint64_t n = std::min(kUploadChunk, bytes - done);
     std::memcpy(transfer_.map, src + done, n);
     HC_TRY(immediate_copy(transfer_.buf, 0, buf, off + done, n));
+    count_h2d(n);
     done += n;
   }
   return Status::Ok();
@@ -916,6 +920,7 @@ Status VulkanDevice::download(void* host_dst, const void* src, uint64_t bytes) {
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kUploadChunk, bytes - done);
     HC_TRY(immediate_copy(buf, off + done, transfer_.buf, 0, n));
+    count_d2h(n);
     std::memcpy(dst + done, transfer_.map, n);
     done += n;
   }
@@ -989,6 +994,7 @@ VkCommandBuffer VulkanDevice::record() {
   f_->vkCmdPipelineBarrier(cur_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
   ++cur_ops_;
   ++ops_recorded_;
+  count_ops();
   return cur_;
 }
 
@@ -1026,6 +1032,7 @@ Status VulkanDevice::flush() {
 Status VulkanDevice::wait_all() {
   if (!lost_.empty()) return Status::Error("device lost: " + lost_);
   HC_TRY(flush());
+  count_sync();
   if (submitted_ > 0) {
     VkSemaphoreWaitInfo wi = vk_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
     wi.semaphoreCount = 1;
@@ -1076,6 +1083,7 @@ void VulkanDevice::copy_to_device(void* dst, const void* host_src, uint64_t byte
   if (!cb) return;
   VkBufferCopy region{soff, doff, bytes};
   f_->vkCmdCopyBuffer(cb, sbuf, dbuf, 1, &region);
+  count_h2d(bytes);
 }
 
 void VulkanDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
@@ -1095,6 +1103,7 @@ void VulkanDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes)
   if (!cb) return;
   VkBufferCopy region{soff, doff, bytes};
   f_->vkCmdCopyBuffer(cb, sbuf, dbuf, 1, &region);
+  count_d2h(bytes);
   // The host wants this: start the queue now, so it runs while the host works.
   if (Status st = flush(); !st.ok()) fail("copy_to_host", st.message());
 }
@@ -1123,6 +1132,7 @@ void VulkanDevice::update_rows(const TensorView& w, const TensorView& host,
   VkCommandBuffer cb = record();
   if (!cb) return;
   f_->vkCmdCopyBuffer(cb, s->first->buf, dbuf, static_cast<uint32_t>(n), regions.data());
+  count_h2d(rb * static_cast<uint64_t>(n));
 }
 
 // ---- dispatch -----------------------------------------------------------------------------
@@ -1232,6 +1242,15 @@ void VulkanDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n
   RmsnormPC pc{addr_of(out), addr_of(x), addr_of(w), static_cast<int32_t>(n),
                static_cast<int32_t>(n_tok), eps, 0};
   dispatch("rmsnorm", kRmsnorm, &pc, sizeof pc, static_cast<uint64_t>(n_tok));
+}
+
+void VulkanDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) {
+  if (!usable("argmax") || n_rows <= 0) return;
+  if (std::string e = device_checks::negatives({{"n", n}}); !e.empty()) return fail("argmax", e);
+  if (std::string e = device_checks::nulls({{"x", x}, {"out", out}}); !e.empty())
+    return fail("argmax", e);
+  ArgmaxPC pc{addr_of(x), addr_of(out), n, static_cast<int32_t>(n_rows), 0};
+  dispatch("argmax", kArgmax, &pc, sizeof pc, static_cast<uint64_t>(n_rows));
 }
 
 void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,

@@ -1,0 +1,101 @@
+// The structural budgets of a decode step on a second device (issue 35), read off
+// `hotcold bench --json`'s device counters (syncs_per_token, d2h_bytes_per_token, ...): what
+// may cross between host and device per generated token, whatever the device's speed.
+//   full offload (-ngl 99), greedy:   <= 1 host sync, <= 64 bytes back (the token id only)
+//   full offload, logits (sampled):   <= 1 host sync, at most the logits back
+//   hot/cold split, attention on the device and host neurons in every layer:
+//                                     <= n_layer + 1 syncs, at most one activation row each
+//                                     way per layer (plus the stream's entry and exit), so no
+//                                     weight bytes move
+// Run on stories260K as a ReLU model (5 layers, n_embd 64, vocab 512) on the device given
+// (cpu, vulkan:0). Shared by tests/app (the CPU device) and tests/vulkan (lavapipe).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+
+namespace hc::test {
+
+// The number after "\"key\": " in a JSON text, or -1 when absent.
+inline double json_number(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::atof(json.c_str() + at + key.size() + 4);
+}
+
+struct DecodeCounters {
+  double syncs = -1, ops = -1, h2d = -1, d2h = -1, replayed = -1;
+};
+
+inline DecodeCounters bench_counters(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"bench", "-p", "0", "-n", "16", "-r", "1", "--json", "--no-membw"};
+  a.insert(a.end(), args.begin(), args.end());
+  CliResult r = run_hotcold(a);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  DecodeCounters c;
+  c.syncs = json_number(r.out, "syncs_per_token");
+  c.ops = json_number(r.out, "ops_per_token");
+  c.h2d = json_number(r.out, "h2d_bytes_per_token");
+  c.d2h = json_number(r.out, "d2h_bytes_per_token");
+  c.replayed = json_number(r.out, "replayed_tokens");
+  EXPECT_GE(c.syncs, 0) << r.out;
+  EXPECT_GT(c.ops, 0) << r.out;  // the device did the work
+  return c;
+}
+
+inline void check_decode_budgets(const std::string& device) {
+  constexpr int kLayers = 5;
+  constexpr double kRow = 64 * 4, kLogits = 512 * 4;
+  ScratchDir dir;
+  const std::string model = convert_stories260k(dir, "stories260K-relu");
+  {
+    SCOPED_TRACE("-ngl 99, greedy");
+    const DecodeCounters c = bench_counters({"-m", model, "-ngl", "99", "--device", device});
+    EXPECT_LE(c.syncs, 1.0);
+    EXPECT_LE(c.d2h, 64.0) << "greedy decoding should bring back the token id, not the logits";
+  }
+  {
+    SCOPED_TRACE("-ngl 99, logits");
+    const DecodeCounters c =
+        bench_counters({"-m", model, "-ngl", "99", "--device", device, "--tg-logits"});
+    EXPECT_LE(c.syncs, 1.0);
+    EXPECT_LE(c.d2h, kLogits);
+  }
+  // A hot/cold split with the attention of every layer and some but not all neurons of every
+  // layer on the device: a budget the planner fills so (a slow host, free round trips).
+  const std::string stats = dir.file("stats.gguf"), plan = dir.file("plan.gguf");
+  CliResult r = run_hotcold({"profile", "-m", model, "-f", corpus_slice(dir, 40000), "-o", stats,
+                             "-c", "128", "--chunks", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const char* gib = "0.0011";
+  r = run_hotcold({"plan", "-m", model, "--stats", stats, "--vram-budget", gib, "-o", plan,
+                   "--device", "cpu", "--host-gbps", "0.5", "--dev-gbps", "400", "--link-gbps",
+                   "25", "--op-us", "0", "--sync-us", "0", "--time-limit", "5", "--granule", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int il = 0; il < kLayers; ++il) {  // the premise: "| il | device | hot / 172 | ..."
+    const std::string row = "| " + std::to_string(il) + " | ";
+    const size_t at = r.out.find(row);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    char where[16] = {};
+    int hot = -1, n_ff = -1;
+    ASSERT_EQ(std::sscanf(r.out.c_str() + at + row.size(), "%15s | %d / %d", where, &hot, &n_ff), 3)
+        << r.out;
+    ASSERT_EQ(std::string(where), "device") << "layer " << il << "'s attention\n" << r.out;
+    ASSERT_GT(hot, 0) << r.out;
+    ASSERT_LT(hot, n_ff) << "layer " << il << " needs host neurons\n" << r.out;
+  }
+  {
+    SCOPED_TRACE("hot/cold split");
+    const DecodeCounters c = bench_counters({"-m", model, "--sparse", "--plan", plan,
+                                             "--vram-budget", gib, "--device", device});
+    EXPECT_LE(c.syncs, kLayers + 1.0);
+    EXPECT_LE(c.h2d, (kLayers + 1) * kRow) << "at most one activation row to the device a layer";
+    EXPECT_LE(c.d2h, (kLayers + 1) * kRow) << "at most one activation row back a layer";
+  }
+}
+
+}  // namespace hc::test
