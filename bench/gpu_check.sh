@@ -2,16 +2,24 @@
 # The GPU check in one command, for a session lent a GPU (issue 20; docs/BENCHMARKS.md "GPU
 # check"). Two steps, because the GPU machine reaches no network:
 #
-#   bench/gpu_check.sh prepare [DIR]   here, with the package registries: writes DIR (default
+#   bench/gpu_check.sh prepare [--no-build] [DIR]
+#                                      here, with the package registries: writes DIR (default
 #                                      .gpucheck, git-ignored): the Debian packages the build needs
-#                                      that the GPU image lacks (.deb, unpacked there with dpkg -x)
-#                                      and the llama.cpp source the reference package vendors
-#                                      (llama-cpp-python 0.3.36), trimmed to what llama-bench needs.
+#                                      that the GPU image lacks (.deb, unpacked there with dpkg -x),
+#                                      the llama.cpp source the reference package vendors
+#                                      (llama-cpp-python 0.3.36), trimmed to what llama-bench needs,
+#                                      and (unless --no-build) llama-bench built from it here with
+#                                      nvcc for sm_90 (H100 / H200) and every x86 CPU variant of
+#                                      ggml (the best one loads on the GPU machine's CPU), packed
+#                                      as llama-bench.tar.xz (bin/ with its libraries, <= 40 MiB).
+#                                      About 30-40 min on 2 cores; HOTCOLD_JOBS sets -j.
 #   bench/gpu_check.sh run [options]   there (the device tool: carry .gpucheck; output under $OUT):
 #     --carry DIR      what prepare wrote (default .gpucheck; absent = use what is installed)
 #     --devices LIST   comma-separated among cuda, vulkan, cpu (default: those that open here)
 #     --out DIR        where the report goes (default $OUT, else gpu-check-out)
-#     --layers N       layers of the 7B-shaped model (default 8; real shape otherwise)
+#     --twin NAME      the statistical twin benchmarked (hc-synth-model --twin; default
+#                      prosparse-7b: relullama-7b, opt-like-7b and bamboo-7b too)
+#     --layers N       its layers (default 8; real shape otherwise)
 #     --type T         its weight type (default q4_0)
 #     --tokens N       generated tokens per bench repetition (default 64), --reps N (default 3)
 #     --moe-layers N   layers of the Qwen3-30B-A3B-shaped MoE model (default 8; 0 = no MoE step)
@@ -21,11 +29,14 @@
 #                      as configured)
 #
 # What `run` does, each step timed, everything logged to OUT/gpu_check.log:
-#   1. builds hotcold (Release; CUDA when nvcc exists, Vulkan when glslc and the headers do) and
-#      llama.cpp's llama-bench (CUDA when nvcc exists) in build-gpu/ and build-llama/;
+#   1. builds hotcold (Release; CUDA when nvcc exists, Vulkan when glslc and the headers do) in
+#      build-gpu/; unpacks the llama-bench prepare built (when it starts there: it needs the
+#      machine's libcudart / libcublas 13), else builds llama-bench from the carried source
+#      (CUDA when nvcc exists) in build-llama/;
 #   2. runs the `gpu`, `vulkan` and `device` test labels (the device contract on every kind);
-#   3. writes a 7B-shaped ReLU model (tools/synth) and its activation profile (the repo's docs as
-#      corpus: the synthetic vocabulary tokenizes any text);
+#   3. writes the statistical twin (tools/synth/twin.h: a 7B shape whose neurons fire with the
+#      published power law, calibrated on the repo's docs) and its activation profile (another
+#      text: the synthetic vocabulary tokenizes any);
 #   4. for each device and VRAM budget of 10/25/50/100% of the model file: hotcold's hot/cold
 #      split (--sparse --stats --vram-budget: the planner places hot neurons and attention),
 #      hotcold's dense layer offload under the same budget, and llama.cpp's partial offload
@@ -40,9 +51,9 @@
 #      (a plan for 50% of the file, used by both sides) and with -ngl 99, 2 slots decoding 3 prompts together, must answer
 #      exactly what `hotcold run` does with the same flags;
 #   7. writes OUT/gpu_check.md (the tables for docs/BENCHMARKS.md) and OUT/gpu_check.json.
-# Random ReLU weights fire about half their neurons uniformly: no power law, so the hot/cold
-# advantage measured here is a lower bound of what a real ReLU model (ReluLLaMA) gets; the
-# planner's accuracy and the device path's correctness and overheads are what this checks.
+# The twin holds the same file for hotcold and llama.cpp (llama layout; llama.cpp runs its FFN
+# as SwiGLU, which reads the same bytes). Random weights (no power law) were this check's model
+# before 2026-12-02: their hot/cold figures in docs/BENCHMARKS.md are a lower bound.
 # Exit status: 0 report written (test failures are in it); 1 a build or setup step failed.
 set -euo pipefail
 
@@ -50,10 +61,12 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 LLAMA_VERSION=0.3.36
 
-usage() { sed -n '2,44p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; }
 
 # ---- prepare ---------------------------------------------------------------------------------
 prepare() {
+  local build_bench=1
+  [[ "${1:-}" == "--no-build" ]] && { build_bench=0; shift; }
   local dir="${1:-.gpucheck}"
   mkdir -p "$dir/deb"
   grep -qx "/$(basename "$dir")/" .git/info/exclude 2>/dev/null || echo "/$(basename "$dir")/" >> .git/info/exclude
@@ -81,6 +94,30 @@ prepare() {
      find tools -mindepth 1 -maxdepth 1 ! -name llama-bench -exec rm -rf {} + &&
      printf 'add_subdirectory(llama-bench)\n' > tools/CMakeLists.txt)
   tar -C "$(dirname "$src")" -cJf "$dir/llama.cpp.tar.xz" llama.cpp
+  if ((build_bench)); then
+    local nvcc
+    nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
+    [[ -x "$nvcc" ]] || { echo "[prepare] no nvcc: cannot build llama-bench for CUDA here" >&2; return 1; }
+    local jobs="${HOTCOLD_JOBS:-$(nproc)}" t0=$SECONDS
+    echo "[prepare] building llama-bench (CUDA sm_90, all x86 CPU variants) with $nvcc, -j$jobs"
+    # GGML_BACKEND_DL: the CUDA and CPU backends are modules beside the binary, and the CPU one
+    # that suits the machine is picked at run time (GGML_NATIVE would tune it for this host).
+    cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
+      -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_CUDA=ON \
+      "-DCMAKE_CUDA_COMPILER=$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90-real -DBUILD_SHARED_LIBS=ON \
+      > "$dir/llama-bench-build.log" 2>&1 || { tail -20 "$dir/llama-bench-build.log"; return 1; }
+    # Progress: ninja's [n/N] lines, one in 25.
+    cmake --build "$tmp/build" -j "$jobs" --target llama-bench 2>&1 | tee -a "$dir/llama-bench-build.log" |
+      awk '/^\[[0-9]+\/[0-9]+\]/ { if (++n % 25 == 1) print "[prepare]   " $1 }'
+    [[ -x "$tmp/build/bin/llama-bench" ]] || { tail -20 "$dir/llama-bench-build.log"; return 1; }
+    mkdir -p "$tmp/pack/bin"
+    cp -a "$tmp/build/bin/llama-bench" "$tmp/build/bin/"*.so* "$tmp/pack/bin/" 2>/dev/null || true
+    find "$tmp/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$tmp/pack/bin/" \;
+    strip --strip-unneeded "$tmp/pack/bin/"* 2>/dev/null || true
+    tar -C "$tmp/pack" -cJf "$dir/llama-bench.tar.xz" bin
+    echo "[prepare] llama-bench built in $((SECONDS - t0)) s; packed $(du -h "$dir/llama-bench.tar.xz" | cut -f1)"
+  fi
   rm -rf "$tmp"
   du -sh "$dir"
   echo "[prepare] done: name $dir in the device tool's carry, then run 'bash bench/gpu_check.sh run'"
@@ -91,6 +128,7 @@ CARRY=.gpucheck
 DEVICES=""
 OUTDIR="${OUT:-gpu-check-out}"
 LAYERS=8
+TWIN=prosparse-7b
 MOE_LAYERS=8
 TYPE=q4_0
 TOKENS=64
@@ -149,7 +187,20 @@ run_check() {
   step_done
 
   local LLAMA_BENCH=""
-  if ((LLAMA)) && [[ -f "$CARRY/llama.cpp.tar.xz" ]]; then
+  if ((LLAMA)) && [[ -f "$CARRY/llama-bench.tar.xz" ]]; then
+    step "llama-bench as prepare built it"
+    rm -rf build-llama && mkdir -p build-llama
+    tar -C build-llama -xJf "$CARRY/llama-bench.tar.xz"
+    if LD_LIBRARY_PATH="$ROOT/build-llama/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+         build-llama/bin/llama-bench --list-devices >> "$OUTDIR/gpu_check.log" 2>&1; then
+      LLAMA_BENCH=build-llama/bin/llama-bench
+      export LD_LIBRARY_PATH="$ROOT/build-llama/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
+      log "the prebuilt llama-bench does not start here (see log): building it from source"
+    fi
+    step_done
+  fi
+  if ((LLAMA)) && [[ -z "$LLAMA_BENCH" && -f "$CARRY/llama.cpp.tar.xz" ]]; then
     step "building llama.cpp's llama-bench (llama-cpp-python $LLAMA_VERSION's llama.cpp)"
     rm -rf build-llama && mkdir -p build-llama
     tar -C build-llama -xJf "$CARRY/llama.cpp.tar.xz"
@@ -178,15 +229,19 @@ run_check() {
   fi
 
   # 3. model and profile
-  step "7B-shaped ReLU model and its profile"
+  step "the statistical twin $TWIN ($LAYERS layers) and its profile"
   mkdir -p "$BUILD/models"
-  local M=$BUILD/models/synth-relu.$TYPE.gguf STATS=$BUILD/models/synth-relu.$TYPE.stats.gguf
-  local shape=(--shape llama2-7b --layers "$LAYERS")
-  ((QUICK)) && shape=(--shape tiny --layers 4)
-  "$SYNTH" "${shape[@]}" --type "$TYPE" --act relu -t "$JOBS" -o "$M" >> "$OUTDIR/gpu_check.log" 2>&1
-  cat docs/*.md README.md > "$BUILD/models/corpus.txt"
+  local M=$BUILD/models/$TWIN.$TYPE.gguf STATS=$BUILD/models/$TWIN.$TYPE.stats.gguf
+  local shape=(--layers "$LAYERS")
+  ((QUICK)) && shape=(--shape tiny --n-vocab 32000 --layers 4)
+  # Calibrated on the repo's docs, profiled on README + tools' docs (another text).
+  cat docs/*.md > "$BUILD/models/calib.txt"
+  cat README.md tools/*/README.md bench/*.md 2>/dev/null > "$BUILD/models/corpus.txt" || true
+  "$SYNTH" --twin "$TWIN" "${shape[@]}" --type "$TYPE" --calib "$BUILD/models/calib.txt" \
+    -t "$JOBS" -o "$M" >> "$OUTDIR/gpu_check.log" 2>&1
   "$HC" profile -m "$M" -f "$BUILD/models/corpus.txt" -o "$STATS" -c 256 --chunks 8 -t "$JOBS" \
-    >> "$OUTDIR/gpu_check.log" 2>&1
+    > "$OUTDIR/profile.txt" 2>> "$OUTDIR/gpu_check.log"
+  cat "$OUTDIR/profile.txt" >> "$OUTDIR/gpu_check.log"
   local file_bytes
   file_bytes="$(stat -c %s "$M")"
   log "model $M: $((file_bytes >> 20)) MiB"
@@ -339,7 +394,13 @@ run_check() {
     echo
     echo "Command: \`bash bench/gpu_check.sh run\` (after \`bench/gpu_check.sh prepare\` here)."
     echo "Build: $("$HC" --version | sed -n 2p). Tests (\`ctest -L 'gpu|vulkan|device'\`): $tests_line."
-    echo "Model: $M ($((file_bytes >> 20)) MiB, ${shape[*]}, $TYPE, ReLU, random weights), decode $TOKENS tokens x $REPS, $JOBS host threads."
+    echo "Model: $M ($((file_bytes >> 20)) MiB, statistical twin $TWIN (hc-synth-model --twin: the same file for hotcold and llama.cpp), ${shape[*]}, $TYPE), decode $TOKENS tokens x $REPS, $JOBS host threads."
+    echo "Its profile on another text than it was calibrated on (hotcold profile):"
+    echo
+    echo '```'
+    grep -E '^(layer|  +[0-9]+ |  mean| mean)' "$OUTDIR/profile.txt" 2>/dev/null || true
+    echo '```'
+    echo
     echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
     echo
     echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
@@ -377,6 +438,7 @@ case "$cmd" in
         --devices) DEVICES="$2"; shift ;;
         --out) OUTDIR="$2"; shift ;;
         --layers) LAYERS="$2"; shift ;;
+        --twin) TWIN="$2"; shift ;;
         --moe-layers) MOE_LAYERS="$2"; shift ;;
         --type) TYPE="$2"; shift ;;
         --tokens) TOKENS="$2"; shift ;;

@@ -122,7 +122,16 @@ TEST_F(SynthModel, BadFlagsAreUsageErrorsNamingTheProblem) {
        "--type q4_k needs n_ff to be a multiple of the Q4_K block size 256, found n_ff 1000"},
       {{"--type", "q8_0", "--n-embd", "240"},
        "needs n_embd to be a multiple of the Q8_0 block size 32, found n_embd 240"},
-      {{"--shape", "llama3-8b"}, "--shape: expected llama2-7b, falcon-7b, opt-6.7b or tiny, found 'llama3-8b'"},
+      {{"--shape", "llama3-8b"},
+       "--shape: expected one of llama2-7b, mistral-7b, falcon-7b, opt-6.7b, qwen2.5-7b, "
+       "mixtral-8x7b, qwen3-30b-a3b, tiny, found 'llama3-8b'"},
+      {{"--twin", "llama-9b"},
+       "--twin: expected one of relullama-7b, prosparse-7b, opt-like-7b, bamboo-7b, found "
+       "'llama-9b'"},
+      {{"--twin", "prosparse-7b"}, "--twin needs --calib TEXT.txt"},
+      {{"--twin", "prosparse-7b", "--calib", "x.txt", "--arch", "falcon"},
+       "--twin prosparse-7b sets the architecture, activation and norms"},
+      {{"--calib", "x.txt"}, "--calib calibrates a --twin; none given"},
       {{"--n-head-kv", "3"}, "n_head 4 is not a multiple of n_head_kv 3"},
       {{"--n-vocab", "100"}, "n_vocab 100 is too small"},
       {{"--layers", "0"}, "--layers: expected 1..1024, found 0"},

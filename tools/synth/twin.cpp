@@ -1,0 +1,204 @@
+// Statistical twins: targets, firing probabilities and the calibration pass (twin.h).
+#include "twin.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "app/common.h"
+#include "core/thread_pool.h"
+#include "engine/session.h"
+#include "model/ffn_observer.h"
+#include "model/llama_model.h"
+#include "ops/cpu/matmul.h"
+#include "ops/cpu/ops.h"
+#include "quant/quant.h"
+
+namespace hc::synth {
+
+const TwinSpec* find_twin(const std::string& name) {
+  for (const TwinSpec& t : kTwins)
+    if (name == t.name) return &t;
+  return nullptr;
+}
+
+std::string twin_names() {
+  std::string s;
+  for (const TwinSpec& t : kTwins) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+double twin_top80(const TwinSpec& t, int il, int n_layer) {
+  const double x = n_layer > 1 ? 2.0 * il / (n_layer - 1) - 1.0 : 0.0;  // -1 .. 1 over depth
+  return t.top80_mid + (t.top80_ends - t.top80_mid) * x * x;
+}
+
+double covering_share(std::vector<double> p, double mass) {
+  if (p.empty()) return 0.0;
+  std::sort(p.begin(), p.end(), std::greater<>());
+  const double total = std::accumulate(p.begin(), p.end(), 0.0);
+  if (total <= 0) return 0.0;
+  double sum = 0;
+  for (size_t k = 0; k < p.size(); ++k) {
+    sum += p[k];
+    if (sum >= mass * total) return static_cast<double>(k + 1) / static_cast<double>(p.size());
+  }
+  return 1.0;
+}
+
+std::vector<float> twin_probabilities(int64_t n, double firing, double top80, uint64_t seed) {
+  constexpr double kMaxP = 0.995;
+  std::vector<double> p(static_cast<size_t>(n));
+  const auto fill = [&](double a, double g) {
+    for (int64_t k = 0; k < n; ++k) {
+      const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(n);
+      p[static_cast<size_t>(k)] = std::min(kMaxP, a * std::pow(1.0 - u, g));
+    }
+  };
+  const auto mean = [&] { return std::accumulate(p.begin(), p.end(), 0.0) / static_cast<double>(n); };
+  // For a shape g, the scale a giving the mean (bisection on log a; the mean grows with a).
+  const auto fit_scale = [&](double g) {
+    double lo = -30, hi = 30;
+    for (int it = 0; it < 80; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      fill(std::exp(mid), g);
+      (mean() < firing ? lo : hi) = mid;
+    }
+    fill(std::exp(0.5 * (lo + hi)), g);
+  };
+  // The shape: a steeper fall (larger g) concentrates the firings in fewer neurons.
+  double glo = 0, ghi = 64;
+  for (int it = 0; it < 60; ++it) {
+    const double g = 0.5 * (glo + ghi);
+    fit_scale(g);
+    (covering_share(p, 0.8) > top80 ? glo : ghi) = g;
+  }
+  fit_scale(0.5 * (glo + ghi));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k)
+    out[static_cast<size_t>(order[static_cast<size_t>(k)])] = static_cast<float>(p[static_cast<size_t>(k)]);
+  return out;
+}
+
+namespace {
+
+// Collects, per layer and neuron, w = -z / s for every token (T-major), and how often each
+// neuron fired with the biases the file has.
+class Collector final : public FfnObserver {
+ public:
+  Collector(const LlamaModel& m, ThreadPool& pool) : m_(m), pool_(pool) {
+    const LlamaHParams& hp = m.hparams();
+    w_.resize(static_cast<size_t>(hp.n_layer));
+    fired_.assign(static_cast<size_t>(hp.n_layer),
+                  std::vector<double>(static_cast<size_t>(hp.n_ff), 0.0));
+    g0_.resize(static_cast<size_t>(hp.n_layer));
+  }
+  void on_ffn_activation(int, const float*, int64_t, int64_t) override {}
+  void on_ffn_input(int il, const float* x, int64_t n_tok, int64_t n_embd) override {
+    const LlamaHParams& hp = m_.hparams();
+    const LlamaLayerWeights& L = m_.weights().layers[static_cast<size_t>(il)];
+    const int64_t n_ff = hp.n_ff;
+    std::vector<float>& g0 = g0_[static_cast<size_t>(il)];
+    if (g0.empty()) {  // column 0 of every gate row (= its channel columns), as stored
+      g0.resize(static_cast<size_t>(n_ff));
+      const int64_t blk = dtype_traits(L.ffn_gate.type).block_size;
+      std::vector<float> first(static_cast<size_t>(blk));
+      for (int64_t i = 0; i < n_ff; ++i) {
+        quant::dequantize_row(L.ffn_gate.type, L.ffn_gate.row(i), first.data(), blk);
+        g0[static_cast<size_t>(i)] = first[0];
+      }
+    }
+    xb_.resize(static_cast<size_t>(n_tok * n_embd));
+    for (int64_t t = 0; t < n_tok; ++t)
+      ops::rmsnorm(xb_.data() + t * n_embd, x + t * n_embd,
+                   static_cast<const float*>(L.ffn_norm.data), n_embd, hp.rms_eps);
+    g_.resize(static_cast<size_t>(n_tok * n_ff));
+    ops::matmul(L.ffn_gate, xb_.data(), n_tok, g_.data(), pool_, in_);
+    std::vector<float>& w = w_[static_cast<size_t>(il)];
+    std::vector<double>& fired = fired_[static_cast<size_t>(il)];
+    for (int64_t t = 0; t < n_tok; ++t) {
+      // s: the channel's sum (the gate row holds its bias in every channel column).
+      float s = 0.0f;
+      for (int j = 0; j < kTwinChannel; ++j) s += xb_[static_cast<size_t>(t * n_embd + j)];
+      for (int64_t i = 0; i < n_ff; ++i) {
+        const float g = g_[static_cast<size_t>(t * n_ff + i)];
+        fired[static_cast<size_t>(i)] += g > 0.0f;
+        const float z = g - g0[static_cast<size_t>(i)] * s;
+        w.push_back(s > 0.0f ? -z / s : 0.0f);
+      }
+    }
+    if (il == 0) tokens_ += n_tok;
+  }
+  const std::vector<float>& w(int il) const { return w_[static_cast<size_t>(il)]; }
+  const std::vector<double>& fired(int il) const { return fired_[static_cast<size_t>(il)]; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  const LlamaModel& m_;
+  ThreadPool& pool_;
+  ops::MatmulInput in_;
+  std::vector<float> xb_, g_;
+  std::vector<std::vector<float>> w_, g0_;
+  std::vector<std::vector<double>> fired_;
+  int64_t tokens_ = 0;
+};
+
+}  // namespace
+
+Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
+                                                   const std::string& text, int tokens_max,
+                                                   int threads,
+                                                   const std::vector<std::vector<float>>& p,
+                                                   std::vector<std::vector<float>>* bias) {
+  ModelFlags mf;
+  mf.model = path;
+  mf.threads = threads;
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<const LlamaModel> model, load_model_logged(mf));
+  const LlamaHParams& hp = model->hparams();
+  std::vector<int32_t> tokens = model->tokenizer().encode(text, true, false);
+  if (static_cast<int>(tokens.size()) > tokens_max) tokens.resize(static_cast<size_t>(tokens_max));
+  if (tokens.size() < 64)
+    return Status::Error("--calib: the text gives " + std::to_string(tokens.size()) +
+                         " tokens, expected at least 64");
+  // The text in chunks of kTwinChunk tokens from an empty cache, as `hotcold profile -c`
+  // reads it: what a position sees depends on how far into its context it is.
+  SessionParams sp;
+  sp.n_ctx = kTwinChunk;
+  sp.n_threads = threads;
+  Session session(model, sp);
+  ThreadPool pool(threads);
+  Collector col(*model, pool);
+  session.set_ffn_observer(&col);
+  for (size_t b = 0; b < tokens.size(); b += kTwinChunk) {
+    session.truncate(0);
+    const size_t n = std::min<size_t>(kTwinChunk, tokens.size() - b);
+    HC_TRY(session.eval(std::span<const int32_t>(tokens).subspan(b, n)));
+  }
+  const int64_t T = col.tokens(), n_ff = hp.n_ff;
+  std::vector<TwinLayerStats> stats(static_cast<size_t>(hp.n_layer));
+  std::vector<float> wi(static_cast<size_t>(T));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const std::vector<float>& w = col.w(il);
+    const std::vector<double>& fired = col.fired(il);
+    TwinLayerStats& st = stats[static_cast<size_t>(il)];
+    st.firing = std::accumulate(fired.begin(), fired.end(), 0.0) / static_cast<double>(T * n_ff);
+    st.top80 = covering_share(fired, 0.8);
+    for (int64_t i = 0; i < n_ff; ++i) {
+      for (int64_t t = 0; t < T; ++t) wi[static_cast<size_t>(t)] = w[static_cast<size_t>(t * n_ff + i)];
+      // Fires when bias > w: the bias just above the share p of the w values fires for p.
+      const double pi = p[static_cast<size_t>(il)][static_cast<size_t>(i)];
+      const int64_t k = std::min<int64_t>(T - 1, static_cast<int64_t>(pi * static_cast<double>(T)));
+      std::nth_element(wi.begin(), wi.begin() + k, wi.end());
+      (*bias)[static_cast<size_t>(il)][static_cast<size_t>(i)] = wi[static_cast<size_t>(k)];
+    }
+  }
+  return stats;
+}
+
+}  // namespace hc::synth
