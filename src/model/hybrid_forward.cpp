@@ -18,11 +18,7 @@ void DeviceResidual::to_device(const float* x_host, int64_t n) {
 }
 
 Status DeviceResidual::to_host(float* x_host, int64_t n) {
-  if (!on_device) return Status::Ok();
-  ops::Device& dev = ds->dm().device();
-  dev.copy_to_host(ds->h_x, ds->x, static_cast<uint64_t>(n) * sizeof(float));
-  HC_TRY(dev.sync());
-  std::memcpy(x_host, ds->h_x, static_cast<size_t>(n) * sizeof(float));
+  HC_TRY(read(x_host, n));
   on_device = false;
   return Status::Ok();
 }
