@@ -11,8 +11,9 @@
 #                                      and (unless --no-build) llama-bench built from it here with
 #                                      nvcc for sm_90 (H100 / H200) and every x86 CPU variant of
 #                                      ggml (the best one loads on the GPU machine's CPU), packed
-#                                      as llama-bench.tar.xz (bin/ with its libraries, <= 40 MiB).
-#                                      About 30-40 min on 2 cores; HOTCOLD_JOBS sets -j.
+#                                      as llama-bench.tar.xz (bin/ with its libraries; the aim is
+#                                      <= 40 MiB). 531 build steps, most of an hour on 2 cores
+#                                      (HOTCOLD_JOBS sets -j); --no-build skips it.
 #   bench/gpu_check.sh run [options]   there (the device tool: carry .gpucheck; output under $OUT):
 #     --carry DIR      what prepare wrote (default .gpucheck; absent = use what is installed)
 #     --devices LIST   comma-separated among cuda, vulkan, cpu (default: those that open here)
@@ -83,7 +84,12 @@ prepare() {
   local tmp
   tmp="$(mktemp -d)"
   echo "[prepare] llama.cpp source from llama-cpp-python $LLAMA_VERSION (sdist)"
-  "$py" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  local sdist="${HOTCOLD_CACHE:-$HOME/.cache/hotcold}/wheels/llama_cpp_python-$LLAMA_VERSION.tar.gz"
+  if [[ -f "$sdist" ]]; then  # scripts/setup.sh keeps it
+    cp "$sdist" "$tmp/"
+  else
+    "$py" -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$tmp"
+  fi
   tar -C "$tmp" -xzf "$tmp"/llama_cpp_python-*.tar.gz
   local src
   src="$(echo "$tmp"/llama_cpp_python-*/vendor/llama.cpp)"
@@ -109,7 +115,7 @@ prepare() {
       > "$dir/llama-bench-build.log" 2>&1 || { tail -20 "$dir/llama-bench-build.log"; return 1; }
     # Progress: ninja's [n/N] lines, one in 25.
     cmake --build "$tmp/build" -j "$jobs" --target llama-bench 2>&1 | tee -a "$dir/llama-bench-build.log" |
-      awk '/^\[[0-9]+\/[0-9]+\]/ { if (++n % 25 == 1) print "[prepare]   " $1 }'
+      awk '/^\[[0-9]+\/[0-9]+\]/ { if (++n % 25 == 1) { print "[prepare]   " $1; fflush() } }'
     [[ -x "$tmp/build/bin/llama-bench" ]] || { tail -20 "$dir/llama-bench-build.log"; return 1; }
     mkdir -p "$tmp/pack/bin"
     cp -a "$tmp/build/bin/llama-bench" "$tmp/build/bin/"*.so* "$tmp/pack/bin/" 2>/dev/null || true
@@ -299,11 +305,15 @@ run_check() {
       hy_t="$(json_num "$hy" tg.tps_mean)"
       de_t="$(json_num "$de" tg.tps_mean)"
       ch="$(json_num "$hy" device.charged_mib)"
+      # What the hot/cold step moved per token (bench's device counters): syncs, commands, and
+      # bytes to / from the device.
+      local moved
+      moved="$(json_num "$hy" device.syncs_per_token) / $(json_num "$hy" device.ops_per_token) / $(json_num "$hy" device.h2d_bytes_per_token) / $(json_num "$hy" device.d2h_bytes_per_token)"
       local ratio err_pct
       ratio="$(python3 -c "a='$hy_t'; b='$ll'; print(f'{float(a)/float(b):.2f}x' if a and b else 'n/a')")"
       err_pct="$(python3 -c "a='$hy_t'; p='$pred'; print(f'{100*(float(p)-float(a))/float(a):+.1f}%' if a and p else 'n/a')")"
-      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
-      json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
+      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | $moved | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
+      json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"syncs_per_token\": $(json_num "$hy" device.syncs_per_token | grep . || echo null), \"ops_per_token\": $(json_num "$hy" device.ops_per_token | grep . || echo null), \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
       log "${rows[-1]}"
       step_done
     done
@@ -403,8 +413,8 @@ run_check() {
     echo
     echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
     echo
-    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
-    echo "|---|---|---|---|---|---|---|---|---|"
+    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     if ((${#moe_rows[@]})); then
       echo
