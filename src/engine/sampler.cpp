@@ -51,10 +51,16 @@ void CandidateList::sort() {
 }
 
 namespace {
+// Whether the penalty settings change anything, given some recent tokens.
+bool penalties_on(int last_n, float repeat_penalty, float frequency_penalty,
+                  float presence_penalty) {
+  return last_n != 0 &&
+         (repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
+}
 bool penalties_apply(std::span<const int32_t> recent, int last_n, float repeat_penalty,
                      float frequency_penalty, float presence_penalty) {
-  return last_n != 0 && !recent.empty() &&
-         (repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
+  return !recent.empty() &&
+         penalties_on(last_n, repeat_penalty, frequency_penalty, presence_penalty);
 }
 }  // namespace
 
@@ -139,6 +145,12 @@ size_t argmax_index(const CandidateList& c) {
     if (before(c.data[i], c.data[best])) best = i;
   }
   return best;
+}
+
+bool Sampler::greedy() const {
+  const SamplerParams& p = params_;
+  return p.temp <= 0.0f &&
+         !penalties_on(p.repeat_last_n, p.repeat_penalty, p.frequency_penalty, p.presence_penalty);
 }
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_(params.seed) {}

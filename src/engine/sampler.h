@@ -62,12 +62,7 @@ class Sampler {
   const SamplerParams& params() const { return params_; }
   // True when sample() is the plain argmax of the logits whatever the recent tokens (greedy,
   // no penalty on): callers may then take Session::eval_argmax's id instead.
-  bool greedy() const {
-    return params_.temp <= 0.0f &&
-           (params_.repeat_last_n == 0 ||
-            (params_.repeat_penalty == 1.0f && params_.frequency_penalty == 0.0f &&
-             params_.presence_penalty == 0.0f));
-  }
+  bool greedy() const;
   void reseed(uint64_t seed);
 
  private:

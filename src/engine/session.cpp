@@ -19,6 +19,16 @@ Session::Session(std::shared_ptr<const LlamaModel> model, const SessionParams& p
 }
 
 Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
+  return eval_chunks(tokens, all_logits, nullptr);
+}
+
+Result<int32_t> Session::eval_argmax(std::span<const int32_t> tokens) {
+  int32_t id = 0;
+  HC_TRY(eval_chunks(tokens, false, &id));
+  return id;
+}
+
+Status Session::eval_chunks(std::span<const int32_t> tokens, bool all_logits, int32_t* argmax) {
   if (tokens.empty()) return Status::Error("no tokens to evaluate");
   if (n_past_ + static_cast<int64_t>(tokens.size()) > cache_.n_ctx)
     return Status::Error("context overflow: " + std::to_string(n_past_) + " tokens in context + " +
@@ -32,34 +42,16 @@ Status Session::eval(std::span<const int32_t> tokens, bool all_logits) {
     std::vector<float>* out = last_chunk && logits_.empty() ? &logits_ : &chunk_logits_;
     if (dynamic_) dynamic_->begin_call(static_cast<int64_t>(n));
     HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, tokens.subspan(i, n), n_past_,
-                         all_logits, out));
+                         all_logits, out, last_chunk ? argmax : nullptr));
     if (dynamic_) HC_TRY(dynamic_->end_call());  // may migrate hot neurons (device idle now)
     n_past_ += static_cast<int>(n);
     history_.insert(history_.end(), tokens.begin() + i, tokens.begin() + i + n);
     if (out == &chunk_logits_ && all_logits)
       logits_.insert(logits_.end(), chunk_logits_.begin(), chunk_logits_.end());
   }
+  // The device kept the logits: none of the buffer's values are the last token's.
+  if (argmax && device_model_ && device_model_->output_on_device()) logits_.clear();
   return Status::Ok();
-}
-
-Result<int32_t> Session::eval_argmax(std::span<const int32_t> tokens) {
-  if (tokens.empty()) return Status::Error("no tokens to evaluate");
-  // Every chunk but the last as eval() runs it; the last one asks for the id.
-  const size_t n_last = (tokens.size() - 1) % static_cast<size_t>(params_.n_batch) + 1;
-  if (tokens.size() > n_last) HC_TRY(eval(tokens.first(tokens.size() - n_last)));
-  const auto last = tokens.last(n_last);
-  if (n_past_ + static_cast<int64_t>(n_last) > cache_.n_ctx)
-    return Status::Error("context overflow: " + std::to_string(n_past_) + " tokens in context + " +
-                         std::to_string(n_last) + " new exceed the context size " +
-                         std::to_string(cache_.n_ctx) + " (raise -c)");
-  int32_t id = 0;
-  if (dynamic_) dynamic_->begin_call(static_cast<int64_t>(n_last));
-  HC_TRY(llama_forward(*model_, cache_, scratch_, pool_, last, n_past_, false, &logits_, &id));
-  if (dynamic_) HC_TRY(dynamic_->end_call());
-  n_past_ += static_cast<int>(n_last);
-  history_.insert(history_.end(), last.begin(), last.end());
-  if (device_model_ && device_model_->output_on_device()) logits_.clear();
-  return id;
 }
 
 Status Session::set_device(std::shared_ptr<const DeviceModel> dm) {

@@ -71,6 +71,9 @@ class Session {
   void set_ffn_observer(FfnObserver* observer) { scratch_.observer = observer; }
 
  private:
+  // eval and eval_argmax: tokens in n_batch chunks; with argmax, the last chunk asks for the id.
+  Status eval_chunks(std::span<const int32_t> tokens, bool all_logits, int32_t* argmax);
+
   std::shared_ptr<const LlamaModel> model_;
   std::shared_ptr<const SparseFfn> sparse_;
   std::shared_ptr<const DeviceModel> device_model_;

@@ -391,18 +391,18 @@ Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, 
   dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
               n_out, hp.n_embd, hp.rms_eps);
   device_matmul(dev, per_row, dm.output(), ds.xb, n_out, ds.logits);
+  // What comes back: the logits, or each row's greedy id alone.
+  const void* src = ds.logits;
+  void *staged = ds.h_logits, *dst = out;
+  uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
   if (out_id) {
-    const uint64_t id_bytes = static_cast<uint64_t>(n_out) * sizeof(int32_t);
     dev.argmax(ds.logits, n_out, hp.n_vocab, ds.ids);
-    dev.copy_to_host(ds.h_ids, ds.ids, id_bytes);
-    HC_TRY(dev.sync());
-    std::memcpy(out_id, ds.h_ids, id_bytes);
-    return Status::Ok();
+    src = ds.ids, staged = ds.h_ids, dst = out_id;
+    bytes = static_cast<uint64_t>(n_out) * sizeof(int32_t);
   }
-  const uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
-  dev.copy_to_host(ds.h_logits, ds.logits, bytes);
+  dev.copy_to_host(staged, src, bytes);
   HC_TRY(dev.sync());
-  std::memcpy(out, ds.h_logits, bytes);
+  std::memcpy(dst, staged, bytes);
   return Status::Ok();
 }
 

@@ -202,6 +202,9 @@ std::vector<TensorSpec> tensor_specs(const Config& c);
 GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs);
 // Writes the file (header, then each tensor generated and written in turn).
 Status write_model(const Config& c, const std::string& path);
+// A twin's calibration (twin.h), in twin.cpp: kTwinPasses times the file is written with the
+// current biases (beside c.out), run on c.calib, and every gate bias set from what it saw.
+Status calibrate_twin_biases(Config& c);
 std::string size_string(uint64_t bytes);
 
 }  // namespace hc::synth

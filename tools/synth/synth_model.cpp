@@ -62,34 +62,6 @@ int error(const std::string& message, int exit_code) {
   return exit_code;
 }
 
-// A twin's calibration (twin.h): kTwinPasses times, the file written with the current biases
-// (beside the output), run on the text, every gate bias set from what it saw.
-Status calibrate(Config& c) {
-  HC_ASSIGN_OR_RETURN(std::string text, read_text_file(c.calib));
-  const TwinSpec& tw = *c.twin;
-  std::vector<std::vector<float>> p(static_cast<size_t>(c.n_layer));
-  for (int il = 0; il < c.n_layer; ++il)
-    p[static_cast<size_t>(il)] = twin_probabilities(
-        c.shape.n_ff, tw.firing, twin_top80(tw, il, c.n_layer), c.seed * 1000003u + il);
-  const std::string tmp = c.out + ".calib.tmp";
-  std::fprintf(stderr, "%s: twin %s: %s\n", kTool, tw.name, tw.source);
-  for (int pass = 1; pass <= kTwinPasses; ++pass) {
-    HC_TRY(write_model(c, tmp));
-    auto stats = calibrate_twin(tmp, text, c.calib_tokens, c.threads, p, c.twin_bias.get());
-    std::remove(tmp.c_str());
-    if (!stats.ok()) return stats.status();
-    std::fprintf(stderr, "%s: calibration pass %d of %d, on %s (what the biases of pass %d gave):\n",
-                 kTool, pass, kTwinPasses, c.calib.c_str(), pass - 1);
-    for (int il = 0; il < c.n_layer; ++il) {
-      const TwinLayerStats& s = (*stats)[static_cast<size_t>(il)];
-      std::fprintf(stderr, "  layer %2d: firing %5.1f%% (target %4.1f%%), top80%% %5.1f%% (target %4.1f%%)\n",
-                   il, 100 * s.firing, 100 * tw.firing, 100 * s.top80,
-                   100 * twin_top80(tw, il, c.n_layer));
-    }
-  }
-  return Status::Ok();
-}
-
 int run(const std::vector<std::string>& args) {
   Flags f;
   ArgParser p(kTool,
@@ -184,7 +156,7 @@ int run(const std::vector<std::string>& args) {
   Result<Config> c = validate(f);
   if (!c.ok()) return error(c.message(), 2);
   if (c->twin) {
-    const Status st = calibrate(*c);
+    const Status st = calibrate_twin_biases(*c);
     if (!st.ok()) return error(st.message(), 1);
   }
   const Status written = write_then_rename(

@@ -1,6 +1,8 @@
 // Statistical twins: targets, firing probabilities and the calibration pass (twin.h).
 #include "twin.h"
 
+#include "synth.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -199,6 +201,36 @@ Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
     }
   }
   return stats;
+}
+
+// A twin's calibration (twin.h): kTwinPasses times, the file written with the current biases
+// (beside the output), run on the text, every gate bias set from what it saw.
+Status calibrate_twin_biases(Config& c) {
+  HC_ASSIGN_OR_RETURN(std::string text, read_text_file(c.calib));
+  const TwinSpec& tw = *c.twin;
+  std::vector<std::vector<float>> p(static_cast<size_t>(c.n_layer));
+  for (int il = 0; il < c.n_layer; ++il)
+    p[static_cast<size_t>(il)] = twin_probabilities(
+        c.shape.n_ff, tw.firing, twin_top80(tw, il, c.n_layer), c.seed * 1000003u + il);
+  const std::string tmp = c.out + ".calib.tmp";
+  std::fprintf(stderr, "%s: twin %s: %s\n", kTool, tw.name, tw.source);
+  for (int pass = 1; pass <= kTwinPasses; ++pass) {
+    const Status written = write_model(c, tmp);
+    auto stats = written.ok() ? calibrate_twin(tmp, text, c.calib_tokens, c.threads, p,
+                                               c.twin_bias.get())
+                              : Result<std::vector<TwinLayerStats>>(written);
+    std::remove(tmp.c_str());  // also after a failure: no file is left behind
+    if (!stats.ok()) return stats.status();
+    std::fprintf(stderr, "%s: calibration pass %d of %d, on %s (what the biases of pass %d gave):\n",
+                 kTool, pass, kTwinPasses, c.calib.c_str(), pass - 1);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const TwinLayerStats& s = (*stats)[static_cast<size_t>(il)];
+      std::fprintf(stderr, "  layer %2d: firing %5.1f%% (target %4.1f%%), top80%% %5.1f%% (target %4.1f%%)\n",
+                   il, 100 * s.firing, 100 * tw.firing, 100 * s.top80,
+                   100 * twin_top80(tw, il, c.n_layer));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace hc::synth
