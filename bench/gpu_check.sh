@@ -12,8 +12,10 @@
 #                                      nvcc for sm_90 (H100 / H200) and every x86 CPU variant of
 #                                      ggml (the best one loads on the GPU machine's CPU), packed
 #                                      as llama-bench.tar.xz (bin/ with its libraries; the aim is
-#                                      <= 40 MiB). 531 build steps, most of an hour on 2 cores
-#                                      (HOTCOLD_JOBS sets -j); --no-build skips it.
+#                                      <= 40 MiB). 531 build steps, over an hour on 2 cores
+#                                      (HOTCOLD_JOBS sets -j); the build tree stays in
+#                                      ~/.cache/hotcold/llama-bench-build, so a stopped prepare
+#                                      resumes; --no-build skips it.
 #   bench/gpu_check.sh run [options]   there (the device tool: carry .gpucheck; output under $OUT):
 #     --carry DIR      what prepare wrote (default .gpucheck; absent = use what is installed)
 #     --devices LIST   comma-separated among cuda, vulkan, cpu (default: those that open here)
@@ -43,6 +45,8 @@
 #      hotcold's dense layer offload under the same budget, and llama.cpp's partial offload
 #      (llama-bench -ngl = the layers hotcold's dense offload fitted), plus host-only baselines;
 #      decode tokens/s, the planner's prediction against the measurement, device bytes charged;
+#   4b. a per-operation breakdown of device time from device timers (CUDA events:
+#      HC_CUDA_PROFILE=1; Vulkan: HC_VK_PROFILE=1) for -ngl 99 and the split at 25%;
 #   5. mixture of experts: a Qwen3-30B-A3B-shaped file (--moe-layers of its 48 layers, Q4_0) and
 #      its routing profile; per device: every layer with its experts on the device (-ngl 99),
 #      llama.cpp's split (-ngl 99 --cpu-moe: attention there, experts on the host), and hot
@@ -62,7 +66,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 LLAMA_VERSION=0.3.36
 
-usage() { sed -n '2,53p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 # ---- prepare ---------------------------------------------------------------------------------
 prepare() {
@@ -83,6 +87,9 @@ prepare() {
   [[ -x "$py" ]] || py=python3
   local tmp
   tmp="$(mktemp -d)"
+  # The build tree lives in the cache, outside DIR (it is gigabytes; DIR travels): a prepare
+  # that is stopped resumes where it was.
+  local work="${HOTCOLD_CACHE:-$HOME/.cache/hotcold}/llama-bench-build"
   echo "[prepare] llama.cpp source from llama-cpp-python $LLAMA_VERSION (sdist)"
   local sdist="${HOTCOLD_CACHE:-$HOME/.cache/hotcold}/wheels/llama_cpp_python-$LLAMA_VERSION.tar.gz"
   if [[ -f "$sdist" ]]; then  # scripts/setup.sh keeps it
@@ -108,18 +115,23 @@ prepare() {
     echo "[prepare] building llama-bench (CUDA sm_90, all x86 CPU variants) with $nvcc, -j$jobs"
     # GGML_BACKEND_DL: the CUDA and CPU backends are modules beside the binary, and the CPU one
     # that suits the machine is picked at run time (GGML_NATIVE would tune it for this host).
-    cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
+    # The source the build reads is a copy kept beside its tree, refreshed only when it differs.
+    mkdir -p "$work"
+    if ! diff -rq "$src" "$work/llama.cpp" > /dev/null 2>&1; then
+      rm -rf "$work/llama.cpp" && cp -a "$src" "$work/llama.cpp"
+    fi
+    cmake -S "$work/llama.cpp" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
       -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_CURL=OFF \
       -DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DGGML_CUDA=ON \
       "-DCMAKE_CUDA_COMPILER=$nvcc" -DCMAKE_CUDA_ARCHITECTURES=90-real -DBUILD_SHARED_LIBS=ON \
       > "$dir/llama-bench-build.log" 2>&1 || { tail -20 "$dir/llama-bench-build.log"; return 1; }
     # Progress: ninja's [n/N] lines, one in 25.
-    cmake --build "$tmp/build" -j "$jobs" --target llama-bench 2>&1 | tee -a "$dir/llama-bench-build.log" |
+    cmake --build "$work/build" -j "$jobs" --target llama-bench 2>&1 | tee -a "$dir/llama-bench-build.log" |
       awk '/^\[[0-9]+\/[0-9]+\]/ { if (++n % 25 == 1) { print "[prepare]   " $1; fflush() } }'
-    [[ -x "$tmp/build/bin/llama-bench" ]] || { tail -20 "$dir/llama-bench-build.log"; return 1; }
+    [[ -x "$work/build/bin/llama-bench" ]] || { tail -20 "$dir/llama-bench-build.log"; return 1; }
     mkdir -p "$tmp/pack/bin"
-    cp -a "$tmp/build/bin/llama-bench" "$tmp/build/bin/"*.so* "$tmp/pack/bin/" 2>/dev/null || true
-    find "$tmp/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$tmp/pack/bin/" \;
+    cp -a "$work/build/bin/llama-bench" "$work/build/bin/"*.so* "$tmp/pack/bin/" 2>/dev/null || true
+    find "$work/build" -name '*.so*' \( -type f -o -type l \) -exec cp -a {} "$tmp/pack/bin/" \;
     strip --strip-unneeded "$tmp/pack/bin/"* 2>/dev/null || true
     tar -C "$tmp/pack" -cJf "$dir/llama-bench.tar.xz" bin
     echo "[prepare] llama-bench built in $((SECONDS - t0)) s; packed $(du -h "$dir/llama-bench.tar.xz" | cut -f1)"
@@ -312,9 +324,44 @@ run_check() {
       local ratio err_pct
       ratio="$(python3 -c "a='$hy_t'; b='$ll'; print(f'{float(a)/float(b):.2f}x' if a and b else 'n/a')")"
       err_pct="$(python3 -c "a='$hy_t'; p='$pred'; print(f'{100*(float(p)-float(a))/float(a):+.1f}%' if a and p else 'n/a')")"
-      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | $moved | ${de_t:-FAIL} (${ngl:-?} layers) | ${ll:-n/a} | $ratio |")
+      local de_rep
+      de_rep="$(json_num "$de" device.replayed_tokens)"
+      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | $moved | ${de_t:-FAIL} (${ngl:-?} layers, ${de_rep:-?} replayed) | ${ll:-n/a} | $ratio |")
       json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"syncs_per_token\": $(json_num "$hy" device.syncs_per_token | grep . || echo null), \"ops_per_token\": $(json_num "$hy" device.ops_per_token | grep . || echo null), \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
       log "${rows[-1]}"
+      step_done
+    done
+  done
+
+  # 4b. per-operation device time (device timers: CUDA events with HC_CUDA_PROFILE, Vulkan's
+  # HC_VK_PROFILE), every operation waited for: everything on the device (-ngl 99), and the
+  # hot/cold split at 25% of the file.
+  local prof_txt=$OUTDIR/per_op.txt
+  : > "$prof_txt"
+  for dev in ${DEVICES//,/ }; do
+    local env_var=""
+    [[ $dev == cuda ]] && env_var=HC_CUDA_PROFILE
+    [[ $dev == vulkan* ]] && env_var=HC_VK_PROFILE
+    [[ -n "$env_var" ]] || continue
+    local flag=$dev
+    [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+    local povh pgib
+    povh="$(dev_overhead "$M" "$flag")"
+    pgib="$(python3 -c "print(($povh + $file_bytes * 25 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
+    local pcase
+    for pcase in "-ngl 99|everything on the device (-ngl 99)" "--sparse --stats $STATS --vram-budget $pgib|hot/cold split at 25%"; do
+      step "per-operation time on $dev: ${pcase#*|}"
+      local pargs
+      read -r -a pargs <<<"${pcase%%|*}"
+      {
+        echo "### $dev, ${pcase#*|} ($env_var=1, $TOKENS tokens)"
+        echo
+        echo '```'
+        env "$env_var=1" "$HC" bench -m "$M" -p 0 -n "$TOKENS" -r 1 --no-membw -t "$JOBS" "${pargs[@]}" \
+          --device "$flag" 2>&1 >/dev/null | grep -A40 -E "^$env_var:" | grep -E "^($env_var:|  )" || echo "(no breakdown)"
+        echo '```'
+        echo
+      } >> "$prof_txt"
       step_done
     done
   done
@@ -413,9 +460,15 @@ run_check() {
     echo
     echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
     echo
-    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
+    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s (steps replayed) | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    if [[ -s "$prof_txt" ]]; then
+      echo
+      echo "Per-operation device time (each operation waited for, so slower than the decode above):"
+      echo
+      cat "$prof_txt"
+    fi
     if ((${#moe_rows[@]})); then
       echo
       echo "Mixture of experts: $MM (${mshape[*]}, Q4_0, routing profiled on the docs), decode $TOKENS tokens x $REPS."

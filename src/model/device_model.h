@@ -187,11 +187,21 @@ class DeviceSession {
   Status kv_to_host(KvCache& cache, int64_t n) const;
   Status kv_from_host(const KvCache& cache, int64_t n) const;
 
+  // The recorded decode step (model/device_step.h), one per output kind (0 the logits, 1 the
+  // greedy id): the device's recording id, -1 none yet; unrecordable once recording it failed.
+  // replay is false when HOTCOLD_DEVICE_REPLAY=0 was set at create (every step queued anew).
+  int step_graph[2] = {-1, -1};
+  bool step_unrecordable[2] = {false, false};
+  bool replay = true;
+
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
   float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
   // Greedy decoding's token ids [max_tokens] (Device::argmax of the logits), with the output.
   int32_t* ids = nullptr;
+  // The recorded decode step's position (one int32, with the attention and the output layer:
+  // model/device_step.h).
+  int32_t* pos = nullptr;
   // A hybrid FFN's host half [max_tokens, n_embd], merged on the device (hybrid_ffn).
   float* cold = nullptr;
   // Hot local indices (predictor mode): [n_ff] for a sequence's union list, up to
@@ -206,7 +216,7 @@ class DeviceSession {
   float *route_w = nullptr, *xe = nullptr, *routes_out = nullptr;
   // Pinned host staging.
   float *h_x = nullptr, *h_out = nullptr, *h_logits = nullptr;
-  int32_t *h_idx = nullptr, *h_ids = nullptr;
+  int32_t *h_idx = nullptr, *h_ids = nullptr, *h_pos = nullptr;
   uint8_t* h_fire = nullptr;
   int32_t *h_route_tok = nullptr, *h_route_row = nullptr;
   float *h_route_w = nullptr, *h_routes_out = nullptr;

@@ -51,7 +51,7 @@ void device_matmul(ops::Device& dev, bool per_row, const TensorView& w, const fl
 }  // namespace
 
 void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
-                      int pos0, std::span<const SeqStep> steps) {
+                      ops::DevicePos pos0, std::span<const SeqStep> steps) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
   ops::Device& dev = ds.dm().device();
@@ -78,7 +78,7 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
   const float ts = model.rope_theta_scale();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   // RoPE, the KV store and attention of rows [t0, t0 + n) at pos.. of session kv's cache.
-  const auto attend = [&](int64_t t0, int64_t n, int pos, DeviceSession& kv) {
+  const auto attend = [&](int64_t t0, int64_t n, ops::DevicePos pos, DeviceSession& kv) {
     float *q = ds.q + t0 * q_dim, *k = ds.k + t0 * kv_dim;
     dev.rope(q, n, hp.n_head, hp.head_dim, hp.n_rot, pos, ts, hp.rope_freq_scale,
              ds.dm().rope_freqs(), hp.rope_neox);
@@ -382,8 +382,8 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
   return Status::Ok();
 }
 
-Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
-                     float* out, bool per_row, int32_t* out_id) {
+DeviceOutputCopy queue_device_output(const LlamaModel& model, DeviceSession& ds, int64_t first,
+                                     int64_t n_tok, float* out, bool per_row, int32_t* out_id) {
   const LlamaHParams& hp = model.hparams();
   const DeviceModel& dm = ds.dm();
   ops::Device& dev = dm.device();
@@ -391,18 +391,25 @@ Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, 
   dev.rmsnorm(ds.xb, ds.x + first * hp.n_embd, static_cast<const float*>(dm.output_norm().data),
               n_out, hp.n_embd, hp.rms_eps);
   device_matmul(dev, per_row, dm.output(), ds.xb, n_out, ds.logits);
+  if (out_id) dev.argmax(ds.logits, n_out, hp.n_vocab, ds.ids);
+  const DeviceOutputCopy c = device_output_copy(model, ds, n_out, out, out_id);
+  dev.copy_to_host(c.staged, out_id ? static_cast<const void*>(ds.ids) : ds.logits, c.bytes);
+  return c;
+}
+
+DeviceOutputCopy device_output_copy(const LlamaModel& model, const DeviceSession& ds,
+                                    int64_t n_out, float* out, int32_t* out_id) {
   // What comes back: the logits, or each row's greedy id alone.
-  const void* src = ds.logits;
-  void *staged = ds.h_logits, *dst = out;
-  uint64_t bytes = static_cast<uint64_t>(n_out * hp.n_vocab) * sizeof(float);
-  if (out_id) {
-    dev.argmax(ds.logits, n_out, hp.n_vocab, ds.ids);
-    src = ds.ids, staged = ds.h_ids, dst = out_id;
-    bytes = static_cast<uint64_t>(n_out) * sizeof(int32_t);
-  }
-  dev.copy_to_host(staged, src, bytes);
-  HC_TRY(dev.sync());
-  std::memcpy(dst, staged, bytes);
+  if (out_id) return {ds.h_ids, out_id, static_cast<uint64_t>(n_out) * sizeof(int32_t)};
+  return {ds.h_logits, out,
+          static_cast<uint64_t>(n_out * model.hparams().n_vocab) * sizeof(float)};
+}
+
+Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
+                     float* out, bool per_row, int32_t* out_id) {
+  const DeviceOutputCopy c = queue_device_output(model, ds, first, n_tok, out, per_row, out_id);
+  HC_TRY(ds.dm().device().sync());
+  std::memcpy(c.dst, c.staged, c.bytes);
   return Status::Ok();
 }
 

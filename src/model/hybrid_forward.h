@@ -38,9 +38,10 @@ struct DeviceResidual {
 // ds then carries the batch's activations; each step's KV is in steps[t].device.
 
 // Layer il's attention block on the device for n_tok rows (x on device): at positions pos0.. of
-// ds's cache, or, with steps (n_tok of them), each row at its step's position and session.
+// ds's cache (a host integer, or the device's ds.pos in a recorded step), or, with steps
+// (n_tok of them), each row at its step's position and session.
 void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
-                      int pos0, std::span<const SeqStep> steps = {});
+                      ops::DevicePos pos0, std::span<const SeqStep> steps = {});
 // Layer il's dense FFN block on the device (x on device).
 void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
                       bool per_row = false);
@@ -67,5 +68,17 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
 // (Device::argmax) copied to out_id [n_tok - first], out untouched: 4 bytes a row cross.
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
                      float* out, bool per_row = false, int32_t* out_id = nullptr);
+// What device_output brings back: `bytes` from the pinned `staged` to `dst` after the sync.
+struct DeviceOutputCopy {
+  void* staged;
+  void* dst;
+  uint64_t bytes;
+};
+// Where n_out rows of device_output come back through (the logits, or with out_id the ids).
+DeviceOutputCopy device_output_copy(const LlamaModel& model, const DeviceSession& ds,
+                                    int64_t n_out, float* out, int32_t* out_id);
+// device_output's queued half: the operations and the copy back, no sync.
+DeviceOutputCopy queue_device_output(const LlamaModel& model, DeviceSession& ds, int64_t first,
+                                     int64_t n_tok, float* out, bool per_row, int32_t* out_id);
 
 }  // namespace hc

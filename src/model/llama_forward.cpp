@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "model/device_step.h"
 #include "model/hybrid_forward.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
@@ -458,6 +459,9 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
                     hp.rope_freq_scale, static_cast<const float*>(W.rope_freqs.data),
                     rows.pos_of(t));
   }
+  // A model wholly on the device decodes a token as one recorded step (model/device_step.h).
+  if (s.device && device_step_applies(model, *s.device, n_tok, rows.has_steps(), first_out, out))
+    return device_step(model, *s.device, s.x.data(), rows.pos0, out, out_id);
   DeviceResidual xr{s.device};
   for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
   if (s.device && s.device->dm().output_on_device() && out) {

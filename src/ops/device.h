@@ -102,6 +102,21 @@ struct DeviceCounters {
   }
 };
 
+// The position of an operation's row 0: `at`, known to the host when it queues the operation,
+// or, when `dev` is non-null, the int32 at `dev` in device memory, read when the operation runs
+// (a recorded decode step's position, which the host sets with a copy before each replay; `at`
+// is then ignored). Checks of a device position happen when the operation runs: kv_store skips
+// rows at or past n_ctx, attention reads at most n_ctx positions, and a negative one is an
+// error at the next sync() (CPU device) or clamped to 0 (Vulkan, CUDA: a kernel cannot report).
+struct DevicePos {
+  int at = 0;
+  const int32_t* dev = nullptr;
+  DevicePos(int p) : at(p) {}  // NOLINT: a host integer is a position
+  DevicePos(int p, const int32_t* d) : at(p), dev(d) {}
+  // What the checks made at queueing see: `at`, or 0 for a device position.
+  int host() const { return dev ? 0 : at; }
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -186,22 +201,23 @@ class Device {
   virtual void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) {
     for (int64_t t = 0; t < n_tok; ++t) matmul(w, x + t * w.ne0, 1, y + t * w.ne1);
   }
+  // Positions (pos0 below) are DevicePos: a host integer, or an int32 in device memory.
   // RoPE in place on x [n_tok, n_head * head_dim]; row t is at position pos0 + t. theta_scale =
   // base^(-2/n_rot); freq_factors: [n_rot/2] or null. Pairs rotated: adjacent (x[2i], x[2i+1])
   // (ggml's "normal" mode, llama), or with neox (x[i], x[i + n_rot/2]) (NeoX mode: qwen,
   // falcon), as ops::rope_apply / ops::rope_apply_neox.
-  virtual void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+  virtual void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, DevicePos pos0,
                     float theta_scale, float freq_scale, const float* freq_factors,
                     bool neox) = 0;
   // Stores n_tok rows of k and v [n_tok, kv_dim] at positions pos0.. of one layer's cache:
   //   k_cache: [n_ctx, kv_dim] fp16; v_cache_t: [kv_dim, n_ctx] fp16 (V transposed).
-  virtual void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
-                        int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) = 0;
+  virtual void kv_store(const float* k, const float* v, int64_t n_tok, DevicePos pos0,
+                        int64_t kv_dim, int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) = 0;
   // Causal attention for n_tok query rows at positions pos0.. over the cache positions
   // [0, pos0 + t] (shape.k_stride = kv_dim, shape.v_stride = n_ctx). q, out: [n_tok, n_head *
   // head_dim]. Same function as the host's attention for the same batch.
   virtual void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t,
-                         int pos0, int64_t n_tok, const AttentionShape& shape, float scale,
+                         DevicePos pos0, int64_t n_tok, const AttentionShape& shape, float scale,
                          float* out) = 0;
   // gate[t, i] = act(gate[t, i]) * up[t, i] for n_tok rows of n (ggml's swiglu / reglu), or
   // relu(gate) * relu(up) (kDRelu), or relu(gate) (kReluUngated; up unused, may be null).
@@ -261,6 +277,35 @@ class Device {
   // error) is reported here, naming the operation.
   virtual Status sync() = 0;
 
+  // ---- recorded steps -----------------------------------------------------------------------
+  // A decode step queues the same operations every token, on the same buffers; what changes
+  // (the token's row, its position) is copied from fixed host buffers (alloc_host) into device
+  // memory by the step itself, and positions are read there (DevicePos::dev). Such a step is
+  // recorded once and replayed: a CUDA graph, a reused Vulkan command buffer, the CPU device's
+  // list of queued operations.
+  //   begin_record()  operations queued from now on are recorded; once end_record succeeds
+  //                   they have also been queued to run (this step's results are the same as
+  //                   without recording);
+  //   end_record()    ends the recording and returns its id, or an error (nothing kept) when
+  //                   the device cannot replay what was queued: a copy from or to host memory
+  //                   not from alloc_host, scratch that had to grow, a sync() in between, a
+  //                   failed operation. After an error, whether the operations ran is the
+  //                   device's (CUDA's capture runs nothing; the others ran them): the caller
+  //                   queues the step again, which a step that first copies in its inputs
+  //                   can always do. No sync() between the two calls.
+  //   replay(id)      queues the recorded operations again, in order, as one command; counts
+  //                   one op, one replayed step and the bytes its copies move. Everything
+  //                   they read must still be valid.
+  //   drop_record(id) frees a recording (all are freed when the device closes).
+  // can_record() is false for a device that does not record (then end_record fails).
+  virtual bool can_record() const { return false; }
+  virtual void begin_record() {}
+  virtual Result<int> end_record() {
+    return Status::Error(name() + " does not record operations");
+  }
+  virtual void replay(int id) {}
+  virtual void drop_record(int id) {}
+
  protected:
   // For the devices' own counting (DeviceCounters above).
   void count_sync() { syncs_.fetch_add(1, std::memory_order_relaxed); }
@@ -268,6 +313,22 @@ class Device {
   void count_h2d(uint64_t bytes) { h2d_.fetch_add(bytes, std::memory_order_relaxed); }
   void count_d2h(uint64_t bytes) { d2h_.fetch_add(bytes, std::memory_order_relaxed); }
   void count_replayed(uint64_t n = 1) { replayed_.fetch_add(n, std::memory_order_relaxed); }
+  // Recording devices: begin_record marks the counters; a recording keeps the bytes its copies
+  // moved since the mark (recorded_bytes), which each replay counts again (count_replay).
+  struct RecordedBytes {
+    uint64_t h2d = 0, d2h = 0;
+  };
+  void mark_record() { mark_ = counters(); }
+  RecordedBytes recorded_bytes() const {
+    const DeviceCounters d = counters() - mark_;
+    return {d.h2d_bytes, d.d2h_bytes};
+  }
+  void count_replay(const RecordedBytes& b) {
+    count_ops();
+    count_replayed();
+    count_h2d(b.h2d);
+    count_d2h(b.d2h);
+  }
   // Back to zero (after a device's own measurements at open).
   void reset_counters() {
     for (auto* c : {&syncs_, &ops_, &h2d_, &d2h_, &replayed_}) c->store(0);
@@ -275,6 +336,7 @@ class Device {
 
  private:
   std::atomic<uint64_t> syncs_{0}, ops_{0}, h2d_{0}, d2h_{0}, replayed_{0};
+  DeviceCounters mark_;
 };
 
 inline Result<TensorView> Device::upload_weight(const TensorView& host, const int32_t* rows,

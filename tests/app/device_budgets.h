@@ -3,6 +3,9 @@
 // may cross between host and device per generated token, whatever the device's speed.
 //   full offload (-ngl 99), greedy:   <= 1 host sync, <= 64 bytes back (the token id only)
 //   full offload, logits (sampled):   <= 1 host sync, at most the logits back
+//   full offload, either:             every step but the first replayed from its recording
+//                                     (replayed_tokens >= generated - 1), and the same text
+//                                     as with every step queued anew (HOTCOLD_DEVICE_REPLAY=0)
 //   hot/cold split, attention on the device and host neurons in every layer:
 //                                     <= n_layer + 1 syncs, at most one activation row each
 //                                     way per layer (plus the stream's entry and exit), so no
@@ -13,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -50,6 +54,7 @@ inline DecodeCounters bench_counters(const std::vector<std::string>& args) {
 inline void check_decode_budgets(const std::string& device) {
   constexpr int kLayers = 5;
   constexpr double kRow = 64 * 4, kLogits = 512 * 4;
+  constexpr double kGenerated = 16;  // bench_counters' -n
   ScratchDir dir;
   const std::string model = convert_stories260k(dir, "stories260K-relu");
   {
@@ -57,6 +62,7 @@ inline void check_decode_budgets(const std::string& device) {
     const DecodeCounters c = bench_counters({"-m", model, "-ngl", "99", "--device", device});
     EXPECT_LE(c.syncs, 1.0);
     EXPECT_LE(c.d2h, 64.0) << "greedy decoding should bring back the token id, not the logits";
+    EXPECT_GE(c.replayed, kGenerated - 1) << "the decode step should be recorded and replayed";
   }
   {
     SCOPED_TRACE("-ngl 99, logits");
@@ -64,6 +70,24 @@ inline void check_decode_budgets(const std::string& device) {
         bench_counters({"-m", model, "-ngl", "99", "--device", device, "--tg-logits"});
     EXPECT_LE(c.syncs, 1.0);
     EXPECT_LE(c.d2h, kLogits);
+    EXPECT_GE(c.replayed, kGenerated - 1);
+  }
+  {
+    SCOPED_TRACE("-ngl 99, replayed or queued anew");
+    const auto generate = [&] {
+      return run_hotcold({"run", "-m", model, "-p", "Once upon a time", "-n", "32", "--temp", "0",
+                          "-ngl", "99", "--device", device});
+    };
+    const CliResult replayed = generate();
+    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
+    const CliResult queued = generate();
+    const DecodeCounters c = bench_counters({"-m", model, "-ngl", "99", "--device", device});
+    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
+    EXPECT_EQ(c.replayed, 0) << "HOTCOLD_DEVICE_REPLAY=0 should queue every step";
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+    ASSERT_EQ(queued.exit_code, 0) << queued.err;
+    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
+    EXPECT_EQ(replayed.out, queued.out) << "a replayed step must give the same tokens";
   }
   // A hot/cold split with the attention of every layer and some but not all neurons of every
   // layer on the device: a budget the planner fills so (a slow host, free round trips).

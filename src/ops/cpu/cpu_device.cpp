@@ -6,6 +6,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <new>
 #include <cstring>
 #include <type_traits>
@@ -238,12 +240,14 @@ class CpuDevice final : public Device {
   void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
     queue_matmul("matmul_rows", in_rows_, w, x, n_tok, y);  // in_rows_ is kPerToken
   }
-  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, DevicePos p,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override {
-    if (!ok("rope", check::rope(n_rot, head_dim, pos0)) || n_tok <= 0 || n_head <= 0 ||
+    if (!ok("rope", check::rope(n_rot, head_dim, p.host())) || n_tok <= 0 || n_head <= 0 ||
         !ok("rope", check::nulls({{"x", x}})))
       return;
     enqueue([=, this] {
+      int pos0;
+      if (!position("rope", p, &pos0) || !ok("rope", check::rope(n_rot, head_dim, pos0))) return;
       cs_.resize(static_cast<size_t>(n_rot));
       for (int64_t t = 0; t < n_tok; ++t) {
         ops::rope_cache(cs_.data(), n_rot, theta_scale, freq_scale, freq_factors, pos0 + t);
@@ -253,13 +257,18 @@ class CpuDevice final : public Device {
       }
     });
   }
-  void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+  void kv_store(const float* k, const float* v, int64_t n_tok, DevicePos p, int64_t kv_dim,
                 int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) override {
-    if (!ok("kv_store", check::kv_store(n_tok, pos0, kv_dim, n_ctx)) || n_tok == 0 || kv_dim == 0 ||
+    if (!ok("kv_store", check::kv_store(n_tok, p.host(), kv_dim, n_ctx)) || n_tok == 0 ||
+        kv_dim == 0 ||
         !ok("kv_store",
             check::nulls({{"k", k}, {"v", v}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}})))
       return;
     enqueue([=, this] {
+      int pos0;
+      if (!position("kv_store", p, &pos0) ||
+          !ok("kv_store", check::kv_store(n_tok, pos0, kv_dim, n_ctx)))
+        return;
       v16_.resize(static_cast<size_t>(kv_dim));
       for (int64_t t = 0; t < n_tok; ++t) {
         const int64_t pos = pos0 + t;
@@ -269,13 +278,20 @@ class CpuDevice final : public Device {
       }
     });
   }
-  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
+  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, DevicePos p,
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override {
-    if (!ok("attention", check::attention(shape, pos0, n_tok)) || n_tok <= 0 || shape.n_head <= 0 ||
+    if (!ok("attention", check::attention(shape, p.host(), n_tok)) || n_tok <= 0 ||
+        shape.n_head <= 0 ||
         !ok("attention",
             check::nulls({{"q", q}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}, {"out", out}})))
       return;
-    enqueue([=, this] { attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out); });
+    enqueue([=, this] {
+      int pos0;
+      if (!position("attention", p, &pos0) ||
+          !ok("attention", check::attention(shape, pos0, n_tok)))
+        return;
+      attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out);
+    });
   }
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override {
     if (n_tok <= 0 || n <= 0 ||
@@ -357,6 +373,44 @@ class CpuDevice final : public Device {
   }
 
   // Waits for the queue, then reports (and clears) the first operation that failed since the
+  // Recording: enqueue() keeps a copy of every operation queued while recording_; a replay is
+  // one queued operation running them in order on the worker.
+  bool can_record() const override { return true; }
+  void begin_record() override {
+    recording_ = true;
+    record_error_.clear();
+    taking_.clear();
+    mark_record();
+  }
+  Result<int> end_record() override {
+    if (!recording_)
+      return Status::Error("cpu device: cannot replay the recording: begin_record was not called");
+    recording_ = false;
+    if (!record_error_.empty())
+      return Status::Error("cpu device: cannot replay the recording: " + record_error_);
+    int id = 0;
+    while (recordings_.count(id)) ++id;
+    recordings_[id] = std::make_unique<Recording>(Recording{std::move(taking_), recorded_bytes()});
+    taking_ = {};
+    return id;
+  }
+  void replay(int id) override {
+    auto it = recordings_.find(id);
+    if (it == recordings_.end()) {
+      ok("replay", "no recording " + std::to_string(id));
+      return;
+    }
+    const std::vector<QueuedOp>* ops = &it->second->ops;
+    enqueue([ops] {
+      for (const QueuedOp& op : *ops) op();
+    }, /*counted=*/false);
+    count_replay(it->second->bytes);  // one command
+  }
+  void drop_record(int id) override {
+    wait();  // a queued replay may be running it
+    recordings_.erase(id);
+  }
+
   // last sync(): operations with bad arguments were never queued (see ok()).
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override {
     if (n_rows <= 0 || !ok("argmax", check::negatives({{"n", n}})) ||
@@ -370,6 +424,7 @@ class CpuDevice final : public Device {
   Status sync() override {
     wait();
     count_sync();
+    if (recording_) record_error_ = "sync() while recording";
     std::lock_guard<std::mutex> lk(mu_);
     if (first_error_.empty()) return Status::Ok();
     Status st = Status::Error("cpu device: " + first_error_);
@@ -569,8 +624,12 @@ class CpuDevice final : public Device {
   // A ring of QueuedOps; it doubles (under the lock) only when more operations are queued at
   // once than ever before, so steady-state decode allocates nothing here.
   template <class F>
-  void enqueue(F f) {
-    count_ops();
+  void enqueue(F f, bool counted = true) {
+    if (counted) count_ops();
+    if (recording_) {
+      taking_.emplace_back();
+      taking_.back().set(f);
+    }
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (count_ == ring_.size()) grow();
@@ -578,6 +637,13 @@ class CpuDevice final : public Device {
       ++count_;
     }
     cv_.notify_one();
+  }
+
+  // The position an operation runs at (worker): p.at, or the int32 at p.dev, which must be
+  // >= 0 (a failure is recorded for sync() and the operation skipped).
+  bool position(const char* op, DevicePos p, int* pos) {
+    *pos = p.dev ? *p.dev : p.at;
+    return ok(op, *pos < 0 ? "device position " + std::to_string(*pos) + " < 0" : "");
   }
 
   void grow() {
@@ -625,6 +691,16 @@ class CpuDevice final : public Device {
   size_t head_ = 0, count_ = 0;
   bool busy_ = false, stop_ = false;
   std::string first_error_;  // the first failed operation since the last sync()
+  // Recording (queueing thread only; a replay's worker reads a recording, which drop_record
+  // frees only with the queue idle).
+  bool recording_ = false;
+  std::string record_error_;
+  std::vector<QueuedOp> taking_;
+  struct Recording {
+    std::vector<QueuedOp> ops;
+    RecordedBytes bytes;
+  };
+  std::map<int, std::unique_ptr<Recording>> recordings_;
   std::thread worker_;  // last: starts after everything above is built
 };
 

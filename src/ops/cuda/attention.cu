@@ -49,7 +49,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const __half* k = reinterpret_cast<const __half*>(p.k_cache) + static_cast<int64_t>(hk) * hd;
   const __half* v =
       reinterpret_cast<const __half*>(p.v_cache_t) + static_cast<int64_t>(hk) * hd * p.v_stride;
-  const int64_t n_kv = p.pos0 + t + 1;
+  const int64_t pos0 = p.pos_at ? max(*p.pos_at, 0) : p.pos0;
+  const int64_t n_kv = min(pos0 + t + 1, p.v_stride);
   float m = -INFINITY, l = 0.0f;
   float acc[kAttnDims] = {};
   for (int64_t j0 = 0; j0 < n_kv; j0 += kAttnChunk) {

@@ -135,6 +135,7 @@ Status CudaDevice::init(const DeviceOptions& opt) {
   HC_TRY(measure_profile());
   HC_TRY(warm_up_cublas());
   reset_counters();  // the counters start at open, after the profile's measurements
+  timer_ = OpTimer::from_env();  // times the operations from here on
   const uint64_t now = free_now();
   overhead_ = (free_before_ > now ? free_before_ - now : 0) + kLazyCodeReserve;
   if (overhead_ > budget_) {
@@ -158,8 +159,16 @@ Status CudaDevice::create_queue() {
 }
 
 CudaDevice::~CudaDevice() {
+  if (timer_) timer_->report(stderr);
+  timer_.reset();
   select();
+  if (capturing_) {
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+  }
   if (stream_) cudaStreamSynchronize(stream_);
+  for (auto& entry : graphs_) cudaGraphExecDestroy(entry.second.exec);
   for (auto& entry : allocs_) cudaFree(entry.first);
   if (cublas_) cublas::destroy(cublas_);
   if (workspace_) cudaFree(workspace_);
@@ -278,18 +287,33 @@ void CudaDevice::free_scratch(Scratch* s) {
 
 void CudaDevice::fail(const std::string& op, const std::string& msg) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (first_error_.empty()) first_error_ = op + ": " + msg;
+  // In a capture nothing has run: the failure makes the recording unusable (end_record says
+  // so), and the step queued again reports its own errors.
+  std::string& slot = capturing_ ? capture_error_ : first_error_;
+  if (slot.empty()) slot = op + ": " + msg;
 }
 
 void CudaDevice::check_launch(const char* op, uint64_t launches) {
   count_ops(launches);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) fail(op, std::string("kernel launch failed: ") + cudaGetErrorString(e));
+  timed(op);
 }
 
 Status CudaDevice::sync() {
   select();
   count_sync();
+  if (capturing_) {
+    // A wait inside a capture would invalidate it: the capture ends here, discarded, and
+    // nothing captured has run.
+    cudaGraph_t g = nullptr;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    capturing_ = false;
+    capture_error_.clear();
+    fail("sync", "called while a step was recorded (its operations did not run)");
+  }
   const cudaError_t e = cudaStreamSynchronize(stream_);
   if (e != cudaSuccess) {
     cudaGetLastError();

@@ -5,12 +5,14 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "ops/cuda/cublas_loader.h"
+#include "ops/cuda/cuda_op_timer.h"
 #include "ops/cuda/nvml_probe.h"
 #include "ops/device.h"
 
@@ -73,11 +75,11 @@ class CudaDevice final : public Device {
   // any NT; matvec.cu), so every row equals a one-row matmul, and the weights are read once per
   // 8 rows instead of once per row.
   void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
-  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, DevicePos pos0,
             float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
-  void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,
-                fp16_t* k_cache, fp16_t* v_cache_t) override;
-  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
+  void kv_store(const float* k, const float* v, int64_t n_tok, DevicePos pos0, int64_t kv_dim,
+                int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) override;
+  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, DevicePos pos0,
                  int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
   void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
   void add(float* y, const float* x, int64_t n) override;
@@ -94,6 +96,13 @@ class CudaDevice final : public Device {
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
   Status sync() override;
+  // Recorded steps (cuda_graph.cu): stream capture into a CUDA graph, launched at end_record
+  // and at each replay.
+  bool can_record() const override { return true; }
+  void begin_record() override;
+  Result<int> end_record() override;
+  void replay(int id) override;
+  void drop_record(int id) override;
 
   void dequantize_rows(const TensorView& w, float* out);  // cuda_testing.h
 
@@ -109,7 +118,14 @@ class CudaDevice final : public Device {
   Status warm_up_cublas();
   uint64_t free_now() const;
 
-  void select() const { cudaSetDevice(ordinal_); }
+  // Every queued operation starts here (and with HC_CUDA_PROFILE its timing does).
+  void select() const {
+    cudaSetDevice(ordinal_);
+    if (timer_) timer_->start(stream_);
+  }
+  void timed(const char* op) {
+    if (timer_) timer_->stop(stream_, op);
+  }
   void fail(const std::string& op, const std::string& msg);
   // Reads the launch error of the last `launches` kernel launches of op, and counts them.
   void check_launch(const char* op, uint64_t launches = 1);
@@ -159,6 +175,15 @@ class CudaDevice final : public Device {
   uint64_t charged_ = 0;                        // overhead + live allocations
   std::unordered_map<void*, uint64_t> allocs_;  // device pointer -> charged bytes
   std::string first_error_;                     // first failure since the last sync()
+
+  std::unique_ptr<OpTimer> timer_;           // HC_CUDA_PROFILE's breakdown, or null
+  bool capturing_ = false;                   // between begin_record and end_record
+  std::string capture_error_;                // why the capture cannot be kept
+  struct Graph {
+    cudaGraphExec_t exec;
+    RecordedBytes bytes;  // what its copies move (counted again at each replay)
+  };
+  std::map<int, Graph> graphs_;              // recorded steps
 
   Scratch gemm_scratch_;  // [rows, ne0] fp32 dequantised weight rows
   Scratch ffn_scratch_;   // h [8, n_rows] fp32, then the down splits [n_split, 8, n_embd]

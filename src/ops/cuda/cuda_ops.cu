@@ -18,6 +18,7 @@ void CudaDevice::copy_to_device(void* dst, const void* host_src, uint64_t bytes)
   if (!st.ok()) return fail("copy_to_device", st.message());
   count_ops();
   count_h2d(bytes);
+  timed("copy_to_device");
 }
 
 void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
@@ -27,6 +28,7 @@ void CudaDevice::copy_to_host(void* host_dst, const void* src, uint64_t bytes) {
   if (!st.ok()) return fail("copy_to_host", st.message());
   count_ops();
   count_d2h(bytes);
+  timed("copy_to_host");
 }
 
 void CudaDevice::rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
@@ -46,33 +48,37 @@ void CudaDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out)
   check_launch("argmax");
 }
 
-void CudaDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
+void CudaDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, DevicePos pos,
                       float theta_scale, float freq_scale, const float* freq_factors, bool neox) {
   select();
+  const int pos0 = pos.host();
   if (std::string e = device_checks::rope(n_rot, head_dim, pos0); !e.empty())
     return fail("rope", e);
   if (n_tok <= 0 || n_head <= 0) return;  // as the CPU device: nothing to rotate, no error
   if (std::string e = device_checks::nulls({{"x", x}}); !e.empty()) return fail("rope", e);
-  launch_rope(x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors, neox,
+  launch_rope(x, n_tok, n_head, head_dim, n_rot, pos0, pos.dev, theta_scale, freq_scale, freq_factors, neox,
               stream_);
   check_launch("rope");
 }
 
-void CudaDevice::kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
-                          int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) {
+void CudaDevice::kv_store(const float* k, const float* v, int64_t n_tok, DevicePos pos,
+                          int64_t kv_dim, int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) {
   select();
+  const int pos0 = pos.host();
   if (pos0 < 0 || pos0 + n_tok > n_ctx) {
     fail("kv_store", "positions [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n_tok) +
                          ") do not fit a cache of " + std::to_string(n_ctx));
     return;
   }
-  launch_kv_store(k, v, n_tok, pos0, kv_dim, n_ctx, k_cache, v_cache_t, stream_);
+  launch_kv_store(k, v, n_tok, pos0, pos.dev, kv_dim, n_ctx, k_cache, v_cache_t, stream_);
   check_launch("kv_store");
 }
 
-void CudaDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
-                           int64_t n_tok, const AttentionShape& shape, float scale, float* out) {
+void CudaDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t,
+                           DevicePos pos, int64_t n_tok, const AttentionShape& shape, float scale,
+                           float* out) {
   select();
+  const int pos0 = pos.host();
   const int hd = shape.head_dim;
   if (shape.n_head_kv <= 0 || shape.n_head % shape.n_head_kv != 0 || hd <= 0 || hd > kMaxHeadDim ||
       pos0 < 0 || pos0 + n_tok > shape.v_stride || shape.k_stride < int64_t{shape.n_head_kv} * hd) {
@@ -90,6 +96,7 @@ void CudaDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t* 
   p.k_cache = k_cache;
   p.v_cache_t = v_cache_t;
   p.pos0 = pos0;
+  p.pos_at = pos.dev;
   p.n_tok = n_tok;
   p.n_head = shape.n_head;
   p.n_head_kv = shape.n_head_kv;
@@ -208,6 +215,7 @@ bool CudaDevice::gemm(const TensorView& w, const float* x, int64_t n_tok, float*
       check_launch("matmul (dequantise)");
     }
     // Column-major view: y^T [ne1, n_tok] = W [ne0, ne1]^T x^T [ne0, n_tok].
+    if (timer_) timer_->start(stream_);
     const Status st = cublas_error(
         cublas::gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(nr),
                      static_cast<int>(n_tok), static_cast<int>(w.ne0), &one, a, CUDA_R_32F,
@@ -219,6 +227,7 @@ bool CudaDevice::gemm(const TensorView& w, const float* x, int64_t n_tok, float*
       return true;
     }
     count_ops();
+    timed("matmul (cublas)");
   }
   return true;
 }

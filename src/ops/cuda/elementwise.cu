@@ -78,10 +78,11 @@ __global__ void rmsnorm_kernel(float* out, const float* x, const float* w, int64
 // recurrence, divided by freq_factors[i], scaled; the pair (x[2i], x[2i + 1]) rotated as
 // ops::rope_apply, or with neox (x[i], x[i + n_rot/2]) as ops::rope_apply_neox.
 __global__ void rope_kernel(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                            float theta_scale, float freq_scale, const float* freq_factors,
+                            const int32_t* pos_at, float theta_scale, float freq_scale, const float* freq_factors,
                             bool neox) {
   const int n_pair = n_rot / 2;
   const int64_t n = n_tok * n_head * n_pair;
+  if (pos_at) pos0 = max(*pos_at, 0);
   for (int64_t i = thread_index(); i < n; i += thread_stride()) {
     const int pair = static_cast<int>(i % n_pair);
     const int64_t th = i / n_pair;  // token * n_head + head
@@ -100,9 +101,12 @@ __global__ void rope_kernel(float* x, int64_t n_tok, int n_head, int head_dim, i
 }
 
 __global__ void kv_store_kernel(const float* k, const float* v, int64_t n_tok, int pos0,
-                                int64_t kv_dim, int n_ctx, __half* k_cache, __half* v_cache_t) {
+                                const int32_t* pos_at, int64_t kv_dim, int n_ctx,
+                                __half* k_cache, __half* v_cache_t) {
+  if (pos_at) pos0 = max(*pos_at, 0);
   for (int64_t i = thread_index(); i < n_tok * kv_dim; i += thread_stride()) {
     const int64_t t = i / kv_dim, d = i % kv_dim;
+    if (pos0 + t >= n_ctx) continue;  // a device position past the cache
     k_cache[(pos0 + t) * kv_dim + d] = __float2half_rn(k[i]);
     v_cache_t[d * n_ctx + pos0 + t] = __float2half_rn(v[i]);
   }
@@ -181,20 +185,21 @@ void launch_rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, i
 }
 
 void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                 float theta_scale, float freq_scale, const float* freq_factors, bool neox,
+                 const int32_t* pos_at, float theta_scale, float freq_scale, const float* freq_factors, bool neox,
                  cudaStream_t stream) {
   if (n_tok <= 0 || n_head <= 0 || n_rot < 2) return;
   const int64_t n = n_tok * n_head * (n_rot / 2);
   rope_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      x, n_tok, n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, freq_factors, neox);
+      x, n_tok, n_head, head_dim, n_rot, pos0, pos_at, theta_scale, freq_scale, freq_factors, neox);
 }
 
-void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0,
+                     const int32_t* pos_at, int64_t kv_dim,
                      int n_ctx, uint16_t* k_cache, uint16_t* v_cache_t, cudaStream_t stream) {
   const int64_t n = n_tok * kv_dim;
   if (n <= 0) return;
   kv_store_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-      k, v, n_tok, pos0, kv_dim, n_ctx, reinterpret_cast<__half*>(k_cache),
+      k, v, n_tok, pos0, pos_at, kv_dim, n_ctx, reinterpret_cast<__half*>(k_cache),
       reinterpret_cast<__half*>(v_cache_t));
 }
 

@@ -71,13 +71,17 @@ bool launch_sparse_down(GgmlType t, const DownParams& p, cudaStream_t stream);
 void launch_sum_partials(const float* part, int n_split, int64_t n, float* out,
                          cudaStream_t stream);
 
-// Element-wise and row-wise ops (elementwise.cu), semantics of ops/device.h.
+// Element-wise and row-wise ops (elementwise.cu), semantics of ops/device.h. Positions: pos0,
+// or (pos_at non-null) the int32 at pos_at in device memory, read by the kernel, negative taken
+// as 0 (ops::DevicePos); kv_store then skips rows at or past n_ctx, attention reads at most
+// v_stride positions.
 void launch_rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n, float eps,
                     cudaStream_t stream);
 void launch_rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                 float theta_scale, float freq_scale, const float* freq_factors, bool neox,
+                 const int32_t* pos_at, float theta_scale, float freq_scale, const float* freq_factors, bool neox,
                  cudaStream_t stream);
-void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
+void launch_kv_store(const float* k, const float* v, int64_t n_tok, int pos0,
+                     const int32_t* pos_at, int64_t kv_dim,
                      int n_ctx, uint16_t* k_cache, uint16_t* v_cache_t, cudaStream_t stream);
 void launch_glu(float* gate, const float* up, int64_t n, int glu_kind, cudaStream_t stream);
 // h [n_tok, n_rows] = fired(t, j) ? relu(h) : 0 with fired = fire[t * ld_fire + j] != 0 (fire
@@ -104,6 +108,7 @@ struct AttentionParams {
   const uint16_t* k_cache = nullptr;    // [n_ctx, k_stride] fp16
   const uint16_t* v_cache_t = nullptr;  // [n_head_kv * head_dim, v_stride] fp16
   int pos0 = 0;
+  const int32_t* pos_at = nullptr;  // device position, read instead of pos0 when set
   int64_t n_tok = 0;
   int n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t k_stride = 0, v_stride = 0;

@@ -111,21 +111,24 @@ static_assert(sizeof(RmsnormPC) == 40);
 // x [n_tok, n_head * head_dim]; pair i of head h of token t rotates elements 2i, 2i+1 (neox 0:
 // ggml's normal mode) or i, i + n_rot/2 (neox 1: NeoX mode) by angle
 // (pos0 + t) * theta_scale^i * freq_scale / (freq_factors ? freq_factors[i] : 1).
+// pos_at (rope, kv_store, attention): 0, or the address of an int32 in device memory read as
+// pos0 instead (ops::DevicePos::dev; a negative one is taken as 0).
 struct RopePC {
-  uint64_t x, freq_factors;
+  uint64_t x, freq_factors, pos_at;
   int32_t n_tok, n_head, head_dim, n_rot, pos0;
   float theta_scale, freq_scale;
   int32_t neox;
 };
-static_assert(sizeof(RopePC) == 48);
+static_assert(sizeof(RopePC) == 56);
 
 // kv_store ("elements" grid over n_tok * kv_dim): k_cache[(pos0 + t) * kv_dim + i] =
-// fp16(k[t * kv_dim + i]); v_cache_t[i * n_ctx + pos0 + t] = fp16(v[t * kv_dim + i]).
+// fp16(k[t * kv_dim + i]); v_cache_t[i * n_ctx + pos0 + t] = fp16(v[t * kv_dim + i]); rows at
+// positions >= n_ctx are not stored (a device position past the cache).
 struct KvStorePC {
-  uint64_t k, v, k_cache, v_cache_t;
+  uint64_t k, v, k_cache, v_cache_t, pos_at;
   int32_t kv_dim, n_tok, pos0, n_ctx;
 };
-static_assert(sizeof(KvStorePC) == 48);
+static_assert(sizeof(KvStorePC) == 56);
 
 // glu ("elements" grid over n): gate[i] = act(gate[i]) * up[i] (glu_kind as matvec).
 // add ("elements" grid over n): y[i] += x[n_row > 0 ? i % n_row : i] (n_row > 0: add_rows, a
@@ -157,18 +160,18 @@ static_assert(sizeof(RowsPC) == 56);
 // attention (grid (n_head, n_tok, 1), one workgroup per query head h and token t): causal
 // grouped-query attention of ops/device.h with the host's arithmetic (ops/cpu/attention.cpp):
 // query head h reads KV head h / (n_head / n_head_kv); token t sees cache positions
-// [0, pos0 + t]. q rounded to fp16, scores fp32 dot products with the fp16 keys times scale,
+// [0, min(pos0 + t, v_stride - 1)]. q rounded to fp16, scores fp32 dot products with the fp16 keys times scale,
 // weights e^(s - max) / sum rounded to fp16 (the sum in the host's order, kept exactly), out =
 // fp32 sum of weight * v.
 //   q, out: [n_tok, n_head * head_dim]; k_cache [n_ctx, k_stride] fp16 (KV head hk at offset
 //   hk * head_dim); v_cache_t [n_head_kv * head_dim, v_stride] fp16 (row hk * head_dim + d).
 struct AttentionPC {
-  uint64_t q, k_cache, v_cache_t, out;
+  uint64_t q, k_cache, v_cache_t, out, pos_at;
   int64_t k_stride, v_stride;
   int32_t pos0, n_tok, n_head, n_head_kv, head_dim;
   float scale;
 };
-static_assert(sizeof(AttentionPC) == 72);
+static_assert(sizeof(AttentionPC) == 80);
 
 // argmax ("rows" grid over n_rows, a workgroup per row): out[r] (int32) = the index of the
 // largest of x[r * n .. r * n + n), the first on ties, NaN never (all NaN: 0), as

@@ -24,9 +24,11 @@
 // when the host asks for results (copy_to_host), at sync(), or every kFlushOps operations, and
 // then runs while the host goes on (this is the hybrid overlap). Submissions signal a
 // timeline semaphore; sync() waits for the last value, runs the deferred host copies and
-// reports the first error since the previous sync. Argument errors skip the operation and are
-// recorded as "<op>: <what>"; a lost device (VK_ERROR_DEVICE_LOST) makes every later operation
-// a no-op and every sync() an error naming it.
+// reports the first error since the previous sync. A recorded step (begin_record .. end_record)
+// is a command buffer of its own, kept and submitted again by replay (vk_queue.cpp); it may
+// not stage copies (its host buffers must be alloc_host's) nor wait. Argument errors skip the
+// operation and are recorded as "<op>: <what>"; a lost device (VK_ERROR_DEVICE_LOST) makes
+// every later operation a no-op and every sync() an error naming it.
 //
 // ---- Kernels -----------------------------------------------------------------------------
 // SPIR-V compiled at build time from shaders/*.comp (glslc) and embedded (vk_shaders.h);
@@ -67,6 +69,7 @@
 //   HC_VK_SPLIT       gpu | cpu | R0,L0,R1,L1: force the work splits (the GPU ones on lavapipe
 //                     in tests; R rows per invocation and workgroup size L, one token / batch).
 #include "ops/vulkan/vk_device.h"
+#include "ops/vulkan/vk_device_impl.h"
 
 #include <algorithm>
 #include <array>
@@ -88,43 +91,9 @@
 namespace hc::ops::vk {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kGranule = 4096;          // charge rounding of one alloc()
-constexpr uint64_t kStagingChunk = 8 * kMiB;  // staging buffers grow in chunks at least this big
-constexpr uint64_t kUploadChunk = 64 * kMiB;  // synchronous upload / download staging
-constexpr int kFlushOps = 256;               // submit a recording after this many operations
-// How matvec splits its rows on a CPU device, for one token and for batches.
-struct MatvecSplit {
-  int rows_per_lane = 0;  // 0: a workgroup of 64 per row
-  int local = 64;         // workgroup size
-};
-constexpr MatvecSplit kCpuSplitOneToken{4, 8};
-constexpr MatvecSplit kCpuSplitBatch{1, 8};
-constexpr int kCpuDownLocal = 8;  // down on a CPU device: workgroups of 8 lanes, 8 columns each
-constexpr uint64_t kWaitNs = 120ull * 1000 * 1000 * 1000;  // a sync that waits longer fails
-
-// A Vulkan info struct, zeroed, with its sType.
-template <class T>
-T vk_struct(VkStructureType type) {
-  T s{};
-  s.sType = type;
-  return s;
-}
-
-std::string mib(uint64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
-  return buf;
-}
-
 std::string version_string(uint32_t v) {
   return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
          "." + std::to_string(VK_API_VERSION_PATCH(v));
-}
-
-Status vk_error(VkResult r, const std::string& call) {
-  if (r == VK_SUCCESS) return Status::Ok();
-  return Status::Error(call + " failed: " + vk_result_name(r));
 }
 
 const char* type_name(VkPhysicalDeviceType t) {
@@ -238,37 +207,21 @@ VulkanDeviceInfo describe(const Instance& in, int index) {
   return d;
 }
 
-// One buffer and its memory.
-struct Buf {
-  VkBuffer buf = VK_NULL_HANDLE;
-  VkDeviceMemory mem = VK_NULL_HANDLE;
-  uint64_t size = 0;     // requested
-  uint64_t charged = 0;  // charged to the budget (device buffers)
-  uint64_t real = 0;     // the driver's allocation size
-  uint64_t addr = 0;     // device address
-  uint8_t* map = nullptr;  // host buffers: the mapping
-};
-
-enum Pipe : int {
-  kMatvec0 = 0,                          // one token: MatvecSplit split_[0]
-  kMatvecBatch0 = kMatvec0 + kVkWTypes,  // 2 to 8 tokens: split_[1]
-  kDown0 = kMatvecBatch0 + kVkWTypes,    // one token
-  kDownBatch0 = kDown0 + kVkWTypes,      // 2 to 8 tokens
-  kRmsnorm = kDownBatch0 + kVkWTypes,
-  kRope,
-  kKvStore,
-  kGlu,
-  kAdd,
-  kAttention,
-  kReadProbe,
-  kQuantize,
-  kRows,
-  kArgmax,
-  kPipes
-};
-
 const char* kWTypeNames[kVkWTypes] = {"f32", "f16", "bf16", "q4_0", "q4_1",
                                       "q8_0", "q4_k", "q5_k", "q6_k"};
+
+}  // namespace
+
+std::string mib(uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
+  return buf;
+}
+
+Status vk_error(VkResult r, const std::string& call) {
+  if (r == VK_SUCCESS) return Status::Ok();
+  return Status::Error(call + " failed: " + vk_result_name(r));
+}
 
 std::string pipe_name(int p) {
   if (p < kDown0) return std::string("matvec_") + kWTypeNames[(p - kMatvec0) % kVkWTypes];
@@ -293,7 +246,6 @@ int wtype_of(GgmlType t) {
   }
 }
 
-// The activation type quantize writes for a weight type (quant::vec_dot_type).
 VkXType xtype_of(GgmlType t) {
   switch (quant::vec_dot_type(t)) {
     case GgmlType::F16: return VkXType::kF16;
@@ -305,247 +257,9 @@ VkXType xtype_of(GgmlType t) {
   }
 }
 
-uint64_t addr_of(const void* p) { return reinterpret_cast<uint64_t>(p); }
-
-// Workgroups of an "elements" grid over n elements (vk_abi.h).
-uint64_t elem_groups(int64_t n) { return (static_cast<uint64_t>(n) + kVkLocal - 1) / kVkLocal; }
-
 double seconds_now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-class VulkanDevice final : public Device {
- public:
-  static Result<std::unique_ptr<Device>> open(const DeviceOptions& opt);
-  ~VulkanDevice() override;
-
-  DeviceKind kind() const override { return DeviceKind::kVulkan; }
-  std::string name() const override { return name_; }
-  DeviceProfile profile() const override { return profile_; }
-
-  uint64_t budget_bytes() const override { return budget_; }
-  uint64_t charged_bytes() const override {
-    std::lock_guard<std::mutex> lk(mem_mu_);
-    return charged_;
-  }
-  uint64_t overhead_bytes() const override { return 0; }
-  uint64_t measured_bytes() const override {
-    std::lock_guard<std::mutex> lk(mem_mu_);
-    return real_;
-  }
-  uint64_t charge_bytes(uint64_t bytes) const override {
-    return (std::max<uint64_t>(bytes, 1) + kGranule - 1) / kGranule * kGranule;
-  }
-  Result<void*> alloc(uint64_t bytes, const char* what) override;
-  void free(void* p) override;
-  uint64_t scratch_bytes(const ScratchNeeds& n) const override;
-  Status reserve_scratch(const ScratchNeeds& n) override;
-  Result<void*> alloc_host(uint64_t bytes) override;
-  void free_host(void* p) override;
-  Status upload(void* dst, const void* host_src, uint64_t bytes) override;
-  Status download(void* host_dst, const void* src, uint64_t bytes) override;
-  Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows, int64_t row0,
-                                   int64_t n_rows, const char* what) override;
-
-  void copy_to_device(void* dst, const void* host_src, uint64_t bytes) override;
-  void copy_to_host(void* host_dst, const void* src, uint64_t bytes) override;
-  void update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
-                   const int32_t* slots, int64_t n) override;
-  void rmsnorm(float* out, const float* x, const float* w, int64_t n_tok, int64_t n,
-               float eps) override;
-  void matmul(const TensorView& w, const float* x, int64_t n_tok, float* y) override;
-  // Batch-invariant already: every batch runs the mat-vec, each token's dot products the same
-  // operations in any group of up to kVkMaxVecTokens (no GEMM), so a decode batch is one call
-  // (tests/vulkan/vulkan_session_test.cpp holds this against one-token decodes, bit for bit).
-  void matmul_rows(const TensorView& w, const float* x, int64_t n_tok, float* y) override {
-    matmul(w, x, n_tok, y);
-  }
-  void rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-            float theta_scale, float freq_scale, const float* freq_factors, bool neox) override;
-  void kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim, int n_ctx,
-                fp16_t* k_cache, fp16_t* v_cache_t) override;
-  void attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t, int pos0,
-                 int64_t n_tok, const AttentionShape& shape, float scale, float* out) override;
-  void glu(float* gate, const float* up, int64_t n_tok, int64_t n, GluKind kind) override;
-  void add(float* y, const float* x, int64_t n) override;
-  void add_rows(float* y, const float* b, int64_t n_tok, int64_t n) override;
-  void get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
-                int64_t width) override;
-  void set_rows_scaled(float* dst, const float* src, const int32_t* idx, const float* scale,
-                       int64_t n, int64_t width) override;
-  void ffn_threshold(const TensorView& gate, const float* gate_bias, const TensorView& up,
-                     const TensorView& down_t, const float* x, int64_t n_tok, float threshold,
-                     GluKind kind, float* out) override;
-  // The same for the FFN: the gate and up mat-vecs per token, the down projection an fma chain
-  // in index order per output, to which the union's zero h add nothing (down.comp).
-  void ffn_threshold_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
-                          const TensorView& down_t, const float* x, int64_t n_tok,
-                          float threshold, GluKind kind, float* out) override {
-    ffn_threshold(gate, gate_bias, up, down_t, x, n_tok, threshold, kind, out);
-  }
-  void ffn_rows(const TensorView& gate, const float* gate_bias, const TensorView& up,
-                const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
-                int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
-  void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
-  Status sync() override;
-
-  // Test hook: drain the queue, then behave as after VK_ERROR_DEVICE_LOST.
-  void lose_device() {
-    (void)wait_all();
-    lost_ = "VK_ERROR_DEVICE_LOST (simulated by a test)";
-  }
-  // Test hook: the bytes matmul would quantise x [n_tok, ne0] (device memory) to for weights of
-  // type t.
-  Result<std::vector<uint8_t>> quantized_activations(GgmlType t, const float* x, int64_t n_tok,
-                                                     int64_t ne0) {
-    uint64_t xq;
-    int64_t nbx;
-    xq_key_ = XqKey();  // quantise afresh
-    const bool ok = quantize_x("quantize", t, x, n_tok, ne0, &xq, &nbx);
-    HC_TRY(sync());
-    if (!ok) return Status::Error("quantize failed");
-    const uint64_t bytes = static_cast<uint64_t>(n_tok * nbx);
-    std::vector<uint8_t> out(bytes);
-    if (xq != xq_.addr) return Status::Error("F32 weights take x unquantised");
-    HC_TRY(immediate_copy(xq_.buf, 0, transfer_.buf, 0, bytes));
-    std::memcpy(out.data(), transfer_.map, bytes);
-    return out;
-  }
-
- private:
-  VulkanDevice() = default;
-  Status init(const DeviceOptions& opt);
-  Status measure_profile();
-
-  Result<Buf> make_buffer(uint64_t bytes, bool host);
-  void destroy_buffer(const Buf& b);
-  // The device buffer holding [addr, addr + bytes), and the offset of addr in it.
-  bool find_device(uint64_t addr, uint64_t bytes, VkBuffer* buf, uint64_t* off) const;
-  bool find_host(const void* p, uint64_t bytes, VkBuffer* buf, uint64_t* off) const;
-  // Staging space of `bytes` valid until the next sync(): its buffer, offset and mapping.
-  Result<std::pair<const Buf*, uint64_t>> stage(uint64_t bytes);
-
-  void fail(const std::string& op, const std::string& msg);
-  bool usable(const char* op);  // false (and the op is skipped) once the device is lost
-  // The recording command buffer, after a barrier ordering it behind everything queued.
-  VkCommandBuffer record();
-  Status flush();  // submit the recording, if any
-  Status wait_all();
-  Status immediate_copy(VkBuffer src, uint64_t src_off, VkBuffer dst, uint64_t dst_off,
-                        uint64_t bytes);
-  Result<VkPipeline> pipeline(int p);
-  void dispatch(const char* op, int p, const void* pc, uint32_t pc_bytes, uint64_t groups,
-                uint32_t gy = 0);
-  bool check_weight(const char* op, const char* name, const TensorView& w, int64_t ne0);
-  // Grows buf to at least bytes (kMinScratch at least; charged), waiting for queued work that
-  // may read the old one. ensure_scratch records a failure for op (reported at sync).
-  Status grow_scratch(Buf& buf, uint64_t bytes, const char* what);
-  bool ensure_scratch(Buf& buf, uint64_t bytes, const char* op, const char* what);
-  // The sizes xq_ and scratch_ need for operations as large as n (0: none).
-  static void scratch_sizes(const ScratchNeeds& n, uint64_t* xq, uint64_t* ffn);
-  // Queues the quantisation of x [n_tok, ne0] to vec_dot_type(type) into xq_ (reusing the
-  // previous one when nothing has been queued since that could have changed x); returns the
-  // address of the quantised rows and their stride, or false (failed, recorded).
-  bool quantize_x(const char* op, GgmlType type, const float* x, int64_t n_tok, int64_t ne0,
-                  uint64_t* xq, int64_t* nbx);
-  // One matvec dispatch per group of up to 8 tokens: base.x / base.y at token 0 (x quantised,
-  // base.nbx apart), base.n_tok the total.
-  void matvec(const char* op, const TensorView& w, const MatvecPC& base);
-  uint64_t matvec_groups(int64_t n_rows, int64_t n_tok) const;
-  int matvec_pipe(GgmlType t, int64_t n_tok) const {
-    return (n_tok > 1 ? kMatvecBatch0 : kMatvec0) + wtype_of(t);
-  }
-  int down_pipe(GgmlType t, int64_t n_tok) const {
-    return (n_tok > 1 ? kDownBatch0 : kDown0) + wtype_of(t);
-  }
-  uint64_t down_groups(int64_t n_out) const {
-    return down_groups_per_lane_ ? (static_cast<uint64_t>(n_out) + 8 * kCpuDownLocal - 1) /
-                                       (8 * kCpuDownLocal)
-                                 : elem_groups(n_out);
-  }
-  // After an operation recorded as number seq + 1 that wrote y [ny floats]: the quantised x
-  // [nx floats] made before it stays valid unless y overlaps x.
-  void keep_xq(uint64_t seq, const float* x, int64_t nx, const float* y, int64_t ny);
-  struct FfnArgs {
-    const TensorView* gate;
-    const float* gate_bias;  // [n_sub] device memory or null
-    const TensorView* up;
-    const TensorView* down_t;
-    const float* x;
-    int64_t n_tok;
-    const int32_t* idx;
-    int64_t n_rows;
-    const uint8_t* fire;
-    float threshold;
-    GluKind kind;
-    float* out;
-  };
-  void ffn(const char* op, const FfnArgs& a);
-
-  Fns* f_ = nullptr;
-  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
-  VkDevice dev_ = VK_NULL_HANDLE;
-  VkQueue queue_ = VK_NULL_HANDLE;
-  uint32_t qfam_ = 0;
-  uint32_t dev_type_ = 0, host_type_ = 0;  // memory type indices
-  uint64_t max_alloc_ = 0;
-  std::string name_;
-  DeviceProfile profile_;
-  uint64_t budget_ = 0;
-
-  mutable std::mutex mem_mu_;
-  uint64_t charged_ = 0, real_ = 0;
-  std::map<uint64_t, Buf> dev_bufs_;   // by device address
-  std::map<uint64_t, Buf> host_bufs_;  // by mapped address
-
-  VkPipelineLayout layout_ = VK_NULL_HANDLE;
-  std::array<VkPipeline, kPipes> pipes_{};
-  VkCommandPool pool_ = VK_NULL_HANDLE;
-  VkSemaphore timeline_ = VK_NULL_HANDLE;
-  uint64_t submitted_ = 0;
-  VkCommandBuffer cur_ = VK_NULL_HANDLE;
-  int cur_ops_ = 0;
-  std::vector<VkCommandBuffer> in_flight_, free_cbs_;
-
-  std::vector<Buf> staging_;  // chunks; [0, staging_used_) of the last one is taken
-  size_t staging_chunk_ = 0;
-  uint64_t staging_used_ = 0;
-  struct HostCopy {
-    void* dst;
-    const uint8_t* src;
-    uint64_t bytes;
-  };
-  std::vector<HostCopy> deferred_;
-  Buf transfer_;  // synchronous upload / download staging (kUploadChunk)
-
-  Buf scratch_;  // ffn h [8, n_rows] fp32
-  Buf xq_;       // quantised activations [n_tok, row_bytes(vec_dot_type, ne0)]
-  // What xq_ holds: the quantisation of x [n_tok, ne0] to vtype, made by the operation recorded
-  // as number xq_seq_ (ops_recorded_ counts record() calls): reusable while no later operation
-  // has been recorded except matvecs whose y does not overlap x.
-  struct XqKey {
-    uint64_t x = 0;
-    int64_t n_tok = 0, ne0 = 0;
-    int32_t vtype = -1;
-    bool operator==(const XqKey&) const = default;
-  };
-  XqKey xq_key_;
-  uint64_t xq_seq_ = 0, ops_recorded_ = 0;
-  // matvec work splits (vk_abi.h MatvecPC) for one token [0] and for batches [1].
-  MatvecSplit split_[2];
-  bool down_groups_per_lane_ = false;  // down: 8 columns per invocation (CPU) or one (GPU)
-  bool native_half_ = false;           // the shaders may use unpackHalf2x16 (CPU devices)
-  // HC_VK_PROFILE=1: every dispatch is waited for and timed; totals per shader go to stderr
-  // when the device closes.
-  bool profile_ops_ = false;
-  struct OpTime {
-    double s = 0;
-    uint64_t n = 0, groups = 0;
-  };
-  std::array<OpTime, kPipes> op_time_{};
-  std::string first_error_;
-  std::string lost_;  // non-empty once the device is lost
-};
 
 // ---- open / close -------------------------------------------------------------------------
 
@@ -864,6 +578,7 @@ bool VulkanDevice::find_host(const void* p, uint64_t bytes, VkBuffer* buf, uint6
 }
 
 Result<std::pair<const Buf*, uint64_t>> VulkanDevice::stage(uint64_t bytes) {
+  not_replayable("a copy through staging (host memory not from alloc_host)");
   const uint64_t need = (bytes + 15) / 16 * 16;
   while (staging_chunk_ < staging_.size() && staging_used_ + need > staging_[staging_chunk_].size) {
     ++staging_chunk_;
@@ -947,123 +662,6 @@ Result<TensorView> VulkanDevice::upload_weight(const TensorView& host, const int
     return st;
   }
   return TensorView::make(host.type, mem, host.ne0, n_rows);
-}
-
-// ---- queue --------------------------------------------------------------------------------
-
-void VulkanDevice::fail(const std::string& op, const std::string& msg) {
-  if (first_error_.empty()) first_error_ = op + ": " + msg;
-}
-
-bool VulkanDevice::usable(const char* op) {
-  if (lost_.empty()) return true;
-  fail(op, "device lost: " + lost_);
-  return false;
-}
-
-VkCommandBuffer VulkanDevice::record() {
-  if (!lost_.empty()) return VK_NULL_HANDLE;
-  if (!cur_) {
-    if (!free_cbs_.empty()) {
-      cur_ = free_cbs_.back();
-      free_cbs_.pop_back();
-      f_->vkResetCommandBuffer(cur_, 0);
-    } else {
-      VkCommandBufferAllocateInfo ai = vk_struct<VkCommandBufferAllocateInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO);
-      ai.commandPool = pool_;
-      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-      ai.commandBufferCount = 1;
-      if (VkResult r = f_->vkAllocateCommandBuffers(dev_, &ai, &cur_); r != VK_SUCCESS) {
-        fail("queue", std::string("vkAllocateCommandBuffers failed: ") + vk_result_name(r));
-        cur_ = VK_NULL_HANDLE;
-        return VK_NULL_HANDLE;
-      }
-    }
-    VkCommandBufferBeginInfo bi = vk_struct<VkCommandBufferBeginInfo>(VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO);
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    f_->vkBeginCommandBuffer(cur_, &bi);
-    cur_ops_ = 0;
-  }
-  // In order: every earlier write (shader or transfer) is visible to what comes next.
-  VkMemoryBarrier mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  const VkPipelineStageFlags stages =
-      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  f_->vkCmdPipelineBarrier(cur_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  ++cur_ops_;
-  ++ops_recorded_;
-  count_ops();
-  return cur_;
-}
-
-Status VulkanDevice::flush() {
-  if (!cur_) return Status::Ok();
-  // The host reads what the queue wrote (mapped buffers) after waiting.
-  VkMemoryBarrier mb = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-  f_->vkCmdPipelineBarrier(cur_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                           VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-  VkCommandBuffer cb = cur_;
-  cur_ = VK_NULL_HANDLE;
-  in_flight_.push_back(cb);
-  HC_TRY(vk_error(f_->vkEndCommandBuffer(cb), "vkEndCommandBuffer"));
-  const uint64_t value = submitted_ + 1;
-  VkTimelineSemaphoreSubmitInfo ts = vk_struct<VkTimelineSemaphoreSubmitInfo>(VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO);
-  ts.signalSemaphoreValueCount = 1;
-  ts.pSignalSemaphoreValues = &value;
-  VkSubmitInfo si = vk_struct<VkSubmitInfo>(VK_STRUCTURE_TYPE_SUBMIT_INFO);
-  si.pNext = &ts;
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  si.signalSemaphoreCount = 1;
-  si.pSignalSemaphores = &timeline_;
-  const VkResult r = f_->vkQueueSubmit(queue_, 1, &si, VK_NULL_HANDLE);
-  if (r != VK_SUCCESS) {
-    if (r == VK_ERROR_DEVICE_LOST) lost_ = vk_result_name(r);
-    return Status::Error(std::string("vkQueueSubmit failed: ") + vk_result_name(r));
-  }
-  submitted_ = value;
-  return Status::Ok();
-}
-
-Status VulkanDevice::wait_all() {
-  if (!lost_.empty()) return Status::Error("device lost: " + lost_);
-  HC_TRY(flush());
-  count_sync();
-  if (submitted_ > 0) {
-    VkSemaphoreWaitInfo wi = vk_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
-    wi.semaphoreCount = 1;
-    wi.pSemaphores = &timeline_;
-    wi.pValues = &submitted_;
-    const VkResult r = f_->vkWaitSemaphores(dev_, &wi, kWaitNs);
-    if (r == VK_ERROR_DEVICE_LOST) lost_ = vk_result_name(r);
-    if (r == VK_TIMEOUT)
-      return Status::Error("the queue did not finish within " + std::to_string(kWaitNs / 1000000000) +
-                           " s (vkWaitSemaphores: VK_TIMEOUT)");
-    HC_TRY(vk_error(r, "vkWaitSemaphores"));
-  }
-  for (VkCommandBuffer cb : in_flight_) free_cbs_.push_back(cb);
-  in_flight_.clear();
-  return Status::Ok();
-}
-
-Status VulkanDevice::sync() {
-  Status st = wait_all();
-  if (st.ok()) {
-    for (const HostCopy& c : deferred_) std::memcpy(c.dst, c.src, c.bytes);
-  } else if (!lost_.empty()) {
-    st = Status::Error("vulkan device: device lost (" + lost_ + "); its results are gone: " +
-                       st.message());
-  }
-  deferred_.clear();
-  staging_chunk_ = 0;
-  staging_used_ = 0;
-  if (st.ok() && !first_error_.empty()) st = Status::Error("vulkan device: " + first_error_);
-  first_error_.clear();
-  return st;
 }
 
 void VulkanDevice::copy_to_device(void* dst, const void* host_src, uint64_t bytes) {
@@ -1213,7 +811,6 @@ void VulkanDevice::dispatch(const char* op, int p, const void* pc, uint32_t pc_b
   }
 }
 
-
 // The shared weight checks (ops/checks), then: the rows lie inside one device allocation.
 bool VulkanDevice::check_weight(const char* op, const char* name, const TensorView& w,
                                 int64_t ne0) {
@@ -1253,34 +850,38 @@ void VulkanDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* ou
   dispatch("argmax", kArgmax, &pc, sizeof pc, static_cast<uint64_t>(n_rows));
 }
 
-void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, int pos0,
-                        float theta_scale, float freq_scale, const float* freq_factors, bool neox) {
+void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot,
+                        DevicePos pos, float theta_scale, float freq_scale,
+                        const float* freq_factors, bool neox) {
   if (!usable("rope")) return;
+  const int pos0 = pos.host();
   if (std::string e = device_checks::rope(n_rot, head_dim, pos0); !e.empty())
     return fail("rope", e);
   if (n_rot % 2 != 0) return fail("rope", "n_rot " + std::to_string(n_rot) + " must be even");
   // As the CPU device: nothing to rotate is no error; a null x would fault the device.
   if (n_tok <= 0 || n_head <= 0) return;
   if (std::string e = device_checks::nulls({{"x", x}}); !e.empty()) return fail("rope", e);
-  RopePC pc{addr_of(x), addr_of(freq_factors), static_cast<int32_t>(n_tok), n_head, head_dim,
-            n_rot, pos0, theta_scale, freq_scale, neox ? 1 : 0};
+  RopePC pc{addr_of(x), addr_of(freq_factors), addr_of(pos.dev), static_cast<int32_t>(n_tok),
+            n_head, head_dim, n_rot, pos0, theta_scale, freq_scale, neox ? 1 : 0};
   dispatch("rope", kRope, &pc, sizeof pc, elem_groups(n_tok * n_head * (n_rot / 2)));
 }
 
-void VulkanDevice::kv_store(const float* k, const float* v, int64_t n_tok, int pos0, int64_t kv_dim,
-                            int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) {
+void VulkanDevice::kv_store(const float* k, const float* v, int64_t n_tok, DevicePos pos,
+                            int64_t kv_dim, int n_ctx, fp16_t* k_cache, fp16_t* v_cache_t) {
   if (!usable("kv_store")) return;
+  const int pos0 = pos.host();
   if (std::string e = device_checks::kv_store(n_tok, pos0, kv_dim, n_ctx); !e.empty())
     return fail("kv_store", e);
-  KvStorePC pc{addr_of(k), addr_of(v), addr_of(k_cache), addr_of(v_cache_t),
+  KvStorePC pc{addr_of(k), addr_of(v), addr_of(k_cache), addr_of(v_cache_t), addr_of(pos.dev),
                static_cast<int32_t>(kv_dim), static_cast<int32_t>(n_tok), pos0, n_ctx};
   dispatch("kv_store", kKvStore, &pc, sizeof pc, elem_groups(n_tok * kv_dim));
 }
 
 void VulkanDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t* v_cache_t,
-                             int pos0, int64_t n_tok, const AttentionShape& shape, float scale,
-                             float* out) {
+                             DevicePos pos, int64_t n_tok, const AttentionShape& shape,
+                             float scale, float* out) {
   if (!usable("attention")) return;
+  const int pos0 = pos.host();
   const int hd = shape.head_dim;
   static_assert(kVkMaxHeadDim == device_checks::kMaxHeadDim);
   if (std::string e = device_checks::attention(shape, pos0, n_tok); !e.empty())
@@ -1289,7 +890,7 @@ void VulkanDevice::attention(const float* q, const fp16_t* k_cache, const fp16_t
     return fail("attention", std::to_string(n_tok) + " tokens in one call (at most 65535)");
   if (n_tok <= 0 || shape.n_head <= 0) return;
   AttentionPC pc{addr_of(q), addr_of(k_cache), addr_of(v_cache_t), addr_of(out),
-                 shape.k_stride, shape.v_stride, pos0, static_cast<int32_t>(n_tok),
+                 addr_of(pos.dev), shape.k_stride, shape.v_stride, pos0, static_cast<int32_t>(n_tok),
                  shape.n_head, shape.n_head_kv, hd, scale};
   dispatch("attention", kAttention, &pc, sizeof pc, static_cast<uint64_t>(shape.n_head),
            static_cast<uint32_t>(n_tok));
@@ -1640,8 +1241,6 @@ Status VulkanDevice::measure_profile() {
                          std::to_string(profile_.sync_us) + " us");
   return Status::Ok();
 }
-
-}  // namespace
 
 void lose_device_for_test(Device& dev) {
   auto* vk = dynamic_cast<VulkanDevice*>(&dev);

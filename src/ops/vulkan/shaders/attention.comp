@@ -24,7 +24,7 @@
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 layout(push_constant) uniform PC {
-  uint64_t q, k_cache, v_cache_t, out_;
+  uint64_t q, k_cache, v_cache_t, out_, pos_at;
   int64_t k_stride, v_stride;
   int pos0, n_tok, n_head, n_head_kv, head_dim;
   float scale;
@@ -93,7 +93,8 @@ void main() {
   // 16-byte loads when every key row (resp. V row) starts 16-byte aligned.
   kvec = ((kbase | krow_bytes) & 15ul) == 0ul && (hd & 7) == 0;
   const bool vvec = ((vbase | vrow_bytes) & 15ul) == 0ul;
-  const int n_kv = pc.pos0 + t + 1;
+  // (A device position past the cache reads the whole cache, no further.)
+  const int n_kv = int(min(int64_t(hc_pos(pc.pos_at, pc.pos0)) + t + 1, pc.v_stride));
 
   // Pass 1: m = max s_j (each invocation over its own positions, then invocation 0 over theirs:
   // reductions and sums run in invocation 0 alone, because on lavapipe every shared-memory read

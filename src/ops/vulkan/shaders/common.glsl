@@ -55,6 +55,10 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer U32Ref2 { ui
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer U64Ref2 { uint64_t v[]; };
 
 // The byte / 16-bit word at address p (p 2-byte aligned for ld16), zero-extended.
+// An operation's row-0 position: pos0, or the int32 at address pos_at when it is not 0
+// (vk_abi.h RopePC), negative taken as 0.
+int hc_pos(uint64_t pos_at, int pos0) { return pos_at != 0ul ? max(IntRef(pos_at).v[0], 0) : pos0; }
+
 uint ld8(uint64_t p) { return uint(U8Ref(p).v[0]); }
 uint ld16(uint64_t p) { return uint(U16Ref(p).v[0]); }
 // Four / eight bytes from a 2-byte aligned address, little endian.

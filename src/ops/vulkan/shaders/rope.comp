@@ -17,7 +17,7 @@
 layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
 
 layout(push_constant) uniform PC {
-  uint64_t x, freq_factors;
+  uint64_t x, freq_factors, pos_at;
   int n_tok, n_head, head_dim, n_rot, pos0;
   float theta_scale, freq_scale;
   int neox;
@@ -33,7 +33,7 @@ void main() {
   const uint64_t th = i / uint64_t(n_pair);  // token * n_head + head
   const int t = int(th / uint64_t(pc.n_head));
 
-  precise float theta = float(pc.pos0 + t);
+  precise float theta = float(hc_pos(pc.pos_at, pc.pos0) + t);
   for (int k = 0; k < pair; ++k) theta *= pc.theta_scale;
   const float ff = pc.freq_factors != 0ul ? FloatRef(pc.freq_factors).v[pair] : 1.0;
   precise float ang = pc.freq_scale * (theta / ff);
