@@ -1,6 +1,7 @@
 #include "app/plan_input.h"
 
 #include "model/device_model.h"
+#include "model/hybrid_forward.h"
 #include "model/llama_forward.h"
 #include "ops/cpu/membw.h"
 #include "ops/cpu/sparse.h"
@@ -174,6 +175,7 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
     c.host_cold_bytes = predictor ? 0 : row_of(L.ffn_gate);
     c.predictor_bytes = bytes_of(L.fc1) + bytes_of(L.fc2);
     c.attn_placeable = device_blocks_supported(hp);
+    c.shares_trip = merges_on_device(model, il);  // x stays on the device (hybrid_forward.h)
     // The predictor runs on the host (read per token there): the planner charges it as such.
     HC_ASSIGN_OR_RETURN(c.fire_prob,
                         sparse::fire_probabilities(stats.fire_count(il), stats.n_tokens()));

@@ -32,10 +32,14 @@ Status DeviceResidual::read(float* x_host, int64_t n) {
   return Status::Ok();
 }
 
-bool can_merge_on_device(const LlamaModel& model, const DeviceLayer& d, int il) {
+bool merges_on_device(const LlamaModel& model, int il) {
   const LlamaHParams& hp = model.hparams();
-  return !d.ffn_norm.empty() && hp.norm == NormKind::kRms && !hp.parallel_block &&
+  return hp.norm == NormKind::kRms && !hp.parallel_block &&
          model.weights().layers[static_cast<size_t>(il)].ffn_down_b.empty();
+}
+
+bool can_merge_on_device(const LlamaModel& model, const DeviceLayer& d, int il) {
+  return !d.ffn_norm.empty() && merges_on_device(model, il);
 }
 
 namespace {

@@ -58,6 +58,9 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
 // (placed with the attention), an RMSNorm, and the FFN's output is the two halves' sum alone
 // (no down bias, no parallel attention to add).
 bool can_merge_on_device(const LlamaModel& model, const DeviceLayer& d, int il);
+// The model's part of that (the input norm is placed with the attention): what the planner
+// counts as one shared round trip for a layer with attention and hot neurons on the device.
+bool merges_on_device(const LlamaModel& model, int il);
 // Layer il's mixture-of-experts FFN with some experts on the device (x on host): the host
 // routes, the device computes its experts' routes while the host computes the others, and the
 // host sums each token's outputs in top-k order into x. s.xb / s.in hold the normed input.

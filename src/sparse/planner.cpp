@@ -106,7 +106,10 @@ LayerTime predict_layer(const PlanInput& in, const LayerCosts& l, const LayerPla
   if (uses) t.ffn_device_s += in.ffn_device_ops * in.hw.op_us * kUs;
   host_read += static_cast<double>(l.host_fixed_bytes) + pred_host_bytes(l);
   t.ffn_host_s = host_read / (in.hw.host_gbps * kGB);
-  t.ffn_s = uses ? std::max(t.ffn_device_s, t.ffn_host_s) + trip_s(in) : t.ffn_host_s;
+  // With attention on the device too and a shared trip, the attention's trip is this one.
+  const bool shared = lp.attn_on_device && l.shares_trip;
+  t.ffn_s = uses ? std::max(t.ffn_device_s, t.ffn_host_s) + (shared ? 0.0 : trip_s(in))
+                 : t.ffn_host_s;
   t.device_mass = mass_all > 0 ? mass_dev / mass_all : 0.0;
   t.device_bytes = hot_store(l, static_cast<int64_t>(lp.hot.size())) +
                    (lp.attn_on_device ? attn_store(l) + l.kv_bytes : 0) +
@@ -218,11 +221,13 @@ LayerModel build_model(const PlanInput& in, const LayerCosts& l, int granule) {
   m.dev_const_s = l.predictor_on_device ? static_cast<double>(l.predictor_bytes) / dev_bw : 0.0;
   m.ops_s = in.ffn_device_ops * in.hw.op_us * kUs;
   m.trip_s = trip_s(in);
+  m.shared_trip_s = l.shares_trip ? m.trip_s : 0.0;
   m.ffn_store.resize(n_gran + 1);
   for (size_t g = 0; g <= n_gran; ++g) m.ffn_store[g] = hot_store(l, m.n_hot[g]);
   m.attn_host_s = attn_host_s(in, l);
   // Attention the device cannot run (falcon's) saves nothing there: never placed.
   m.attn_saved_s = l.attn_placeable ? m.attn_host_s - attn_dev_s(in, l) : 0.0;
+  m.attn_placeable = l.attn_placeable;
   m.attn_bytes = attn_store(l) + l.kv_bytes;
   return m;
 }
@@ -337,14 +342,15 @@ double ratio_of(double saved_s, uint64_t bytes) {
 
 // The layer's next FFN move from g hot granules within `room` bytes: one granule, or from
 // g = 0 the span with the best ratio (the round trip makes small first spans look useless).
-bool next_ffn_item(const LayerModel& m, int il, int g, int64_t room, Item* out) {
+// attn: the layer's attention is on the device (a shared trip is then already paid).
+bool next_ffn_item(const LayerModel& m, int il, int g, bool attn, int64_t room, Item* out) {
   const int last = g == 0 ? m.n_gran() : std::min(g + 1, m.n_gran());
   bool found = false;
-  const double base_s = m.ffn_s(g);
+  const double base_s = m.layer_s(g, attn);
   for (int to = g + 1; to <= last; ++to) {
     const uint64_t bytes = m.ffn_bytes(to) - m.ffn_bytes(g);
     if (static_cast<int64_t>(bytes) > room) break;
-    const double saved = base_s - m.ffn_s(to);
+    const double saved = base_s - m.layer_s(to, attn);
     if (!(saved > 0)) continue;
     const double r = ratio_of(saved, bytes);
     if (!found || r > out->ratio) *out = Item{r, saved, bytes, il, false, to};
@@ -353,9 +359,12 @@ bool next_ffn_item(const LayerModel& m, int il, int g, int64_t room, Item* out) 
   return found;
 }
 
-bool attn_item(const LayerModel& m, int il, int64_t room, Item* out) {
-  if (!(m.attn_saved_s > 0) || static_cast<int64_t>(m.attn_bytes) > room) return false;
-  *out = Item{ratio_of(m.attn_saved_s, m.attn_bytes), m.attn_saved_s, m.attn_bytes, il, true, 0};
+// g: the layer's hot granules (a shared trip makes attention worth more once they are there).
+bool attn_item(const LayerModel& m, int il, int g, int64_t room, Item* out) {
+  const double saved = m.layer_s(g, false) - m.layer_s(g, true);
+  if (!m.attn_placeable || !(saved > 0) || static_cast<int64_t>(m.attn_bytes) > room)
+    return false;
+  *out = Item{ratio_of(saved, m.attn_bytes), saved, m.attn_bytes, il, true, 0};
   return true;
 }
 
@@ -368,33 +377,43 @@ void greedy_decisions(const std::vector<LayerModel>& models, int64_t room, std::
   gran.assign(models.size(), 0);
   attn.assign(models.size(), false);
   // Lazy greedy: room only shrinks, so a stored item's ratio is an upper bound on its current
-  // one; an item is taken when its recomputed form is still the one stored.
+  // one, except where a shared trip makes a layer's other half worth more once one half is on
+  // the device: that half's item is pushed afresh then. An item is taken when its recomputed
+  // form is still the one stored.
   std::priority_queue<Item, std::vector<Item>, ItemLess> heap;
   for (int il = 0; il < static_cast<int>(models.size()) && room >= 0; ++il) {
     Item it;
-    if (attn_item(models[static_cast<size_t>(il)], il, room, &it)) heap.push(it);
-    if (next_ffn_item(models[static_cast<size_t>(il)], il, 0, room, &it)) heap.push(it);
+    if (attn_item(models[static_cast<size_t>(il)], il, 0, room, &it)) heap.push(it);
+    if (next_ffn_item(models[static_cast<size_t>(il)], il, 0, false, room, &it)) heap.push(it);
   }
   while (!heap.empty()) {
     const Item top = heap.top();
     heap.pop();
     const auto l = static_cast<size_t>(top.il);
     Item now;
-    const bool ok = top.attn ? attn_item(models[l], top.il, room, &now)
-                             : next_ffn_item(models[l], top.il, gran[l], room, &now);
+    if (top.attn && attn[l]) continue;  // a stale duplicate
+    const bool ok = top.attn ? attn_item(models[l], top.il, gran[l], room, &now)
+                             : next_ffn_item(models[l], top.il, gran[l], attn[l], room, &now);
     if (!ok) continue;
     if (now.ratio != top.ratio || now.to != top.to) {
       heap.push(now);
       continue;
     }
     room -= static_cast<int64_t>(now.bytes);
+    Item next;
     if (now.attn) {
       attn[l] = true;
+      if (models[l].shared_trip_s > 0 && gran[l] == 0 &&
+          next_ffn_item(models[l], top.il, 0, true, room, &next))
+        heap.push(next);
       continue;
     }
+    const bool first = gran[l] == 0;
     gran[l] = now.to;
-    Item next;
-    if (next_ffn_item(models[l], top.il, gran[l], room, &next)) heap.push(next);
+    if (next_ffn_item(models[l], top.il, gran[l], attn[l], room, &next)) heap.push(next);
+    if (first && !attn[l] && models[l].shared_trip_s > 0 &&
+        attn_item(models[l], top.il, gran[l], room, &next))
+      heap.push(next);
   }
 }
 

@@ -72,6 +72,10 @@ struct LayerCosts {
   uint64_t predictor_bytes = 0;    // the layer's activation predictor
   bool predictor_on_device = false;  // charged to the device (bytes and read time)
   bool attn_placeable = true;  // false: attention stays on the host (devices lack its ops)
+  // Attention and hot neurons both on the device pay one round trip, not two: the residual
+  // stream stays on the device, the host reads x once for its cold half (model/hybrid_forward.h
+  // can_merge_on_device: RMSNorm, no parallel block, no down bias).
+  bool shares_trip = false;
   std::vector<double> fire_prob;     // [n_ff] p_i of THIS layer, in [0, 1]
 };
 

@@ -46,8 +46,9 @@ using Prob = std::unique_ptr<glp_prob, ProbDeleter>;
 
 // Column indices (1-based, GLPK's) of one layer's variables; a == 0 when attention is fixed
 // on the host.
+// z (0 = none): attention and the FFN both on the device, sharing one trip (z <= a, z <= u).
 struct LayerCols {
-  int y0 = 0, n_y = 0, u = 0, t = 0, a = 0;
+  int y0 = 0, n_y = 0, u = 0, t = 0, a = 0, z = 0;
 };
 
 // The constraint matrix as triplets (GLPK's ia / ja / ar, index 0 unused).
@@ -84,7 +85,8 @@ std::vector<LayerCols> add_columns(glp_prob* P, const std::vector<LayerModel>& m
   std::vector<LayerCols> cols(models.size());
   for (size_t l = 0; l < models.size(); ++l) {
     const LayerModel& lm = models[l];
-    if (lm.attn_saved_s > 0 && static_cast<int64_t>(lm.attn_bytes) <= room)
+    if (lm.attn_placeable && lm.attn_saved_s + lm.shared_trip_s > 0 &&
+        static_cast<int64_t>(lm.attn_bytes) <= room)
       cols[l].a = add_col(P, GLP_BV, 0, 1, -lm.attn_saved_s * kToUs);
   }
   for (size_t l = 0; l < models.size(); ++l)
@@ -95,6 +97,9 @@ std::vector<LayerCols> add_columns(glp_prob* P, const std::vector<LayerModel>& m
     for (int g = 0; g < cols[l].n_y; ++g) add_col(P, GLP_BV, 0, 1, 0.0);
   }
   for (size_t l = 0; l < models.size(); ++l) cols[l].t = add_col(P, GLP_CV, 0, 0, 1.0);
+  for (size_t l = 0; l < models.size(); ++l)
+    if (cols[l].a != 0 && models[l].shared_trip_s > 0)
+      cols[l].z = add_col(P, GLP_BV, 0, 1, -models[l].shared_trip_s * kToUs);
   return cols;
 }
 
@@ -109,6 +114,14 @@ void add_rows(glp_prob* P, Triplets& m, const LayerModel& lm, const LayerCols& c
   const int link = add_row(P, GLP_LO, 0, 0);  // u - y[0] >= 0
   m.add(link, c.u, 1);
   m.add(link, c.y0, -1);
+  if (c.z != 0) {  // z <= a, z <= u: the shared trip is saved only with both on the device
+    const int za = add_row(P, GLP_UP, 0, 0);
+    m.add(za, c.z, 1);
+    m.add(za, c.a, -1);
+    const int zu = add_row(P, GLP_UP, 0, 0);
+    m.add(zu, c.z, 1);
+    m.add(zu, c.u, -1);
+  }
   const int host = add_row(P, GLP_LO, lm.host_all_s * kToUs, 0);
   const int dev = add_row(P, GLP_LO, lm.dev_const_s * kToUs, 0);
   m.add(host, c.t, 1);
@@ -123,16 +136,16 @@ void add_rows(glp_prob* P, Triplets& m, const LayerModel& lm, const LayerCols& c
   }
 }
 
-// Layers whose attention blocks are interchangeable (same bytes, same time saved; attention
-// does not interact with the FFN in the model) get a[l1] >= a[l2] >= ... in layer order. This
-// changes no optimum value, but without it branch and bound explores every way of choosing
-// which of n identical blocks go on the device (LLaMA's layers are all alike).
+// Layers whose attention blocks are interchangeable (same bytes, same time saved, and no trip
+// shared with the FFN, whose placement would then matter) get a[l1] >= a[l2] >= ... in layer
+// order. This changes no optimum value, but without it branch and bound explores every way of
+// choosing which of n identical blocks go on the device (LLaMA's layers are all alike).
 void break_attention_symmetry(glp_prob* P, Triplets& m, const std::vector<LayerModel>& models,
                               const std::vector<LayerCols>& cols) {
   for (size_t l = 0; l < models.size(); ++l) {
-    if (cols[l].a == 0) continue;
+    if (cols[l].a == 0 || cols[l].z != 0) continue;
     for (size_t k = l; k-- > 0;) {
-      if (cols[k].a != 0 && models[k].attn_bytes == models[l].attn_bytes &&
+      if (cols[k].a != 0 && cols[k].z == 0 && models[k].attn_bytes == models[l].attn_bytes &&
           models[k].attn_saved_s == models[l].attn_saved_s) {
         const int r = add_row(P, GLP_LO, 0, 0);  // a[k] - a[l] >= 0
         m.add(r, cols[k].a, 1);
@@ -163,6 +176,7 @@ std::vector<double> column_values(glp_prob* P, const std::vector<LayerModel>& mo
     const bool uses = g > 0 || m.pred_on_device;
     if (c.a != 0) x[static_cast<size_t>(c.a)] = attn[l] ? 1 : 0;
     x[static_cast<size_t>(c.u)] = uses ? 1 : 0;
+    if (c.z != 0) x[static_cast<size_t>(c.z)] = attn[l] && uses ? 1 : 0;
     for (int k = 0; k < g; ++k) x[static_cast<size_t>(c.y0 + k)] = 1;
     const double host = std::max(0.0, m.host_all_s - m.host_saved_s[static_cast<size_t>(g)]);
     const double dev = m.dev_s[static_cast<size_t>(g)] + (uses ? m.ops_s : 0) + m.dev_const_s;
@@ -204,7 +218,7 @@ void trim_to_room(const std::vector<LayerModel>& models, int64_t room, std::vect
       const LayerModel& m = models[l];
       if (gran[l] > 0) {
         const int g = gran[l];
-        const double loss = (m.ffn_s(g - 1) - m.ffn_s(g)) /
+        const double loss = (m.layer_s(g - 1, attn[l]) - m.layer_s(g, attn[l])) /
                             static_cast<double>(m.ffn_bytes(g) - m.ffn_bytes(g - 1));
         if (loss < best) {
           best = loss;
@@ -213,8 +227,8 @@ void trim_to_room(const std::vector<LayerModel>& models, int64_t room, std::vect
         }
       }
       if (attn[l]) {
-        const double loss =
-            m.attn_saved_s / static_cast<double>(std::max<uint64_t>(m.attn_bytes, 1));
+        const double loss = (m.layer_s(gran[l], false) - m.layer_s(gran[l], true)) /
+                            static_cast<double>(std::max<uint64_t>(m.attn_bytes, 1));
         if (loss < best) {
           best = loss;
           best_l = l;

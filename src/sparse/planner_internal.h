@@ -23,10 +23,12 @@ struct LayerModel {
   double dev_const_s = 0;  // predictor read on the device
   double ops_s = 0;        // FFN device ops, paid when the device is used
   double trip_s = 0;       // round trip + copy of x and y
+  double shared_trip_s = 0;  // trip_s when attention and hot neurons share it (shares_trip)
   bool pred_on_device = false;
   std::vector<uint64_t> ffn_store;  // [n_gran + 1] device bytes of the first g granules
   double attn_host_s = 0;    // attention on the host
   double attn_saved_s = 0;   // attention host time - device time (may be negative)
+  bool attn_placeable = true;
   uint64_t attn_bytes = 0;   // attention weights + KV cache, as charged on the device
 
   int n_gran() const { return static_cast<int>(n_hot.size()) - 1; }
@@ -36,6 +38,13 @@ struct LayerModel {
     if (g == 0 && !pred_on_device) return host_all_s;
     const double host = std::max(0.0, host_all_s - host_saved_s[g]);
     return std::max(dev_s[g] + ops_s + dev_const_s, host) + trip_s;
+  }
+  bool uses(int g) const { return g > 0 || pred_on_device; }
+  // The layer's time (attention + FFN) with g granules and attention on the device or not: one
+  // trip saved when both use the device and share it.
+  double layer_s(int g, bool attn) const {
+    return (attn ? attn_host_s - attn_saved_s : attn_host_s) + ffn_s(g) -
+           (attn && uses(g) ? shared_trip_s : 0.0);
   }
 };
 

@@ -143,6 +143,20 @@ TEST(Planner, PredictMatchesHandComputation) {
   EXPECT_NEAR(mixed->layers[0].device_mass, 1.3 / 1.4, 1e-12);
   EXPECT_EQ(mixed->device_bytes, 1000u + 500 + 1'400'000 + 2 * 3000);
 
+  // Attention and hot neurons sharing one trip (the stream stays on the device): the FFN's
+  // trip is the attention's.
+  in.layers[0].shares_trip = true;
+  auto shared = predict_plan(in, p);
+  ASSERT_TRUE(shared.ok());
+  EXPECT_NEAR(shared->layers[0].attn_s, attn_dev, 1e-15);
+  EXPECT_NEAR(shared->layers[0].ffn_s, std::max(dev, host), 1e-15);
+  p.layers[0].attn_on_device = false;  // alone, the FFN pays its own
+  auto alone = predict_plan(in, p);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_NEAR(alone->layers[0].ffn_s, std::max(dev, host) + trip, 1e-15);
+  p.layers[0].attn_on_device = true;
+  in.layers[0].shares_trip = false;
+
   // Sparse device reads (a predictor-driven device kernel) and a predictor on the device.
   in.device_reads_all_hot = false;
   in.layers[0].predictor_on_device = true;
@@ -254,6 +268,59 @@ TEST(Planner, BudgetForEverythingGetsEachLayersOptimum) {
       EXPECT_LE(r->prediction.device_bytes, budget);
     }
   }
+}
+
+// Attention that is slower on the device than on the host once it pays its own round trip
+// (cheap attention, costly commands), in layers whose hot neurons belong on the device: with a
+// shared trip it rides along, without it stays on the host; both solvers see this, and the ILP
+// finds the optimum of every placement (enumerated) under a tight budget.
+PlanInput shared_trip_input(bool shares) {
+  PlanInput in = power_law_input(3, 64);
+  in.hw.op_us = 0.1;
+  for (LayerCosts& l : in.layers) {
+    l.attn_bytes = 100'000;  // 2 us on the host; 0.1 + 1 (commands) + 3.3 (trip) on the device
+    l.kv_bytes = 0;
+    l.kv_read_bytes = 0;
+    l.shares_trip = shares;
+  }
+  return in;
+}
+
+TEST(Planner, SharedTripPlacesAttentionWithHotNeurons) {
+  for (bool shares : {false, true}) {
+    SCOPED_TRACE(shares ? "shared trip" : "own trips");
+    const PlanInput in = shared_trip_input(shares);
+    const uint64_t all = everything_bytes(in);
+    for (auto* fn : {&plan_greedy, &plan_ilp}) {
+      auto r = fn(in, opts(all, 32));
+      ASSERT_TRUE(r.ok()) << r.message();
+      for (const LayerPlacement& l : r->plan.layers) {
+        EXPECT_GT(l.hot.size(), 0u);
+        EXPECT_EQ(l.attn_on_device, shares);
+      }
+    }
+  }
+  // Under a budget that holds some of it: the ILP's plan is the best of every placement.
+  const PlanInput in = shared_trip_input(true);
+  const uint64_t budget = 2 * in.layers[0].attn_bytes + 3 * 32 * in.layers[0].neuron_bytes;
+  auto ilp = plan_ilp(in, opts(budget, 32));
+  ASSERT_TRUE(ilp.ok()) << ilp.message();
+  double best = INFINITY;
+  for (int code = 0; code < 216; ++code) {  // per layer: attention 0/1 x 0, 32 or 64 neurons
+    PlacementPlan p = empty_plan(3, 64);
+    int c = code;
+    for (int il = 0; il < 3; ++il, c /= 6) {
+      p.layers[il].attn_on_device = c % 2 == 1;
+      p.layers[il].hot = top_k(in.layers[il].fire_prob, static_cast<size_t>(32 * (c / 2 % 3)));
+    }
+    auto pr = predict_plan(in, p);
+    ASSERT_TRUE(pr.ok());
+    if (pr->device_bytes <= budget) best = std::min(best, pr->seconds_per_token);
+  }
+  EXPECT_NEAR(ilp->prediction.seconds_per_token, best, 1e-12);
+  auto greedy = plan_greedy(in, opts(budget, 32));
+  ASSERT_TRUE(greedy.ok());
+  EXPECT_GE(greedy->prediction.seconds_per_token, best - 1e-12);
 }
 
 TEST(Planner, BudgetNeverExceededAndSweepMonotone) {
