@@ -47,6 +47,8 @@
 #      decode tokens/s, the planner's prediction against the measurement, device bytes charged;
 #   4b. a per-operation breakdown of device time from device timers (CUDA events:
 #      HC_CUDA_PROFILE=1; Vulkan: HC_VK_PROFILE=1) for -ngl 99 and the split at 25%;
+#   4c. the dense mat-vec of Q4_0 / Q4_K / Q8_0 / F16 on each GPU device against its measured
+#      read bandwidth (hc-device-bench);
 #   5. mixture of experts: a Qwen3-30B-A3B-shaped file (--moe-layers of its 48 layers, Q4_0) and
 #      its routing profile; per device: every layer with its experts on the device (-ngl 99),
 #      llama.cpp's split (-ngl 99 --cpu-moe: attention there, experts on the host), and hot
@@ -169,6 +171,15 @@ print(v if isinstance(v, (int, float)) else "")' "$1" "$2" 2>/dev/null || true; 
 # A device's fixed overhead in bytes (CUDA: context and cuBLAS, ~690 MiB on an H100), from the
 # error that a budget below it gives; 0 where the device charges none. VRAM budgets below are
 # this plus a share of the model file (without it every small budget failed on the first H100).
+# The --device flag for a device of DEVICES: vulkan is the first GPU the loader lists, else
+# device 0 (lavapipe).
+device_flag() {
+  if [[ $1 != vulkan ]]; then echo "$1"; return; fi
+  local i
+  i="$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || true)"
+  echo "vulkan:${i:-0}"
+}
+
 dev_overhead() {
   local n
   n="$("$HC" bench -m "$1" -p 0 -n 1 -r 1 --no-membw --vram-budget 0.000001 --device "$2" 2>&1 >/dev/null |
@@ -287,12 +298,8 @@ run_check() {
   step_done
   local dev
   for dev in ${DEVICES//,/ }; do
-    local flag=$dev
-    if [[ $dev == vulkan ]]; then  # the first GPU the loader lists, else device 0 (lavapipe)
-      local vk_index
-      vk_index="$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || true)"
-      flag="vulkan:${vk_index:-0}"
-    fi
+    local flag
+    flag="$(device_flag "$dev")"
     local ovh
     ovh="$(dev_overhead "$M" "$flag")"
     log "$dev: fixed overhead $((ovh >> 20)) MiB (added to every budget)"
@@ -343,8 +350,8 @@ run_check() {
     [[ $dev == cuda ]] && env_var=HC_CUDA_PROFILE
     [[ $dev == vulkan* ]] && env_var=HC_VK_PROFILE
     [[ -n "$env_var" ]] || continue
-    local flag=$dev
-    [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+    local flag
+    flag="$(device_flag "$dev")"
     local povh pgib
     povh="$(dev_overhead "$M" "$flag")"
     pgib="$(python3 -c "print(($povh + $file_bytes * 25 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
@@ -366,6 +373,23 @@ run_check() {
     done
   done
 
+  # 4c. the dense mat-vec per weight type against the device's measured read bandwidth
+  # (hc-device-bench; the issue's target is >= 70% on the GPU).
+  local kern_txt=$OUTDIR/matvec.txt
+  : > "$kern_txt"
+  for dev in ${DEVICES//,/ }; do
+    [[ $dev == cpu ]] && continue
+    local kflag
+    kflag="$(device_flag "$dev")"
+    step "dense mat-vec on $dev (hc-device-bench)"
+    local kargs=()
+    ((QUICK)) && kargs=(--mib 16 --reps 1)
+    "$BUILD/hc-device-bench" --device "$kflag" "${kargs[@]}" >> "$kern_txt" 2>>"$OUTDIR/gpu_check.log" ||
+      echo "(hc-device-bench failed on $dev: see gpu_check.log)" >> "$kern_txt"
+    echo >> "$kern_txt"
+    step_done
+  done
+
   # 5. mixture of experts
   local moe_rows=() MM="" mshape=()
   if ((MOE_LAYERS > 0)); then
@@ -384,8 +408,8 @@ run_check() {
     mhost="$("$HC" bench -m "$MM" "${bench[@]}" 2>>"$OUTDIR/gpu_check.log")"
     moe_rows+=("| host | host only | $(json_num "$mhost" tg.tps_mean) | - | - |")
     for dev in ${DEVICES//,/ }; do
-      local flag=$dev
-      [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+      local flag
+      flag="$(device_flag "$dev")"
       local cases=("-ngl 99|every layer and expert on the device"
                    "-ngl 99 --cpu-moe|llama.cpp's split: experts on the host")
       local pct
@@ -421,8 +445,8 @@ run_check() {
   # 6. hybrid serving: serve = run with the same device flags
   local serve_rows=()
   for dev in ${DEVICES//,/ }; do
-    local flag=$dev
-    [[ $dev == vulkan ]] && flag="vulkan:$("$HC" --version | { grep -E '^  [0-9]+: .*\[gpu' || true; } | head -1 | grep -oE '[0-9]+' | head -1 || echo 0)"
+    local flag
+    flag="$(device_flag "$dev")"
     local sgib sovh
     sovh="$(dev_overhead "$M" "$flag")"
     sgib="$(python3 -c "print(($sovh + $file_bytes * 50 / 100 + ($QUICK and 32 * 2**20)) / 2**30)")"
@@ -463,6 +487,12 @@ run_check() {
     echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s (steps replayed) | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
     echo "|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    if [[ -s "$kern_txt" ]]; then
+      echo
+      echo "Dense mat-vec, one token (\`hc-device-bench\`: 1 GiB of weights per type, best of 5 rounds):"
+      echo
+      cat "$kern_txt"
+    fi
     if [[ -s "$prof_txt" ]]; then
       echo
       echo "Per-operation device time (each operation waited for, so slower than the decode above):"
