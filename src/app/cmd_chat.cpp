@@ -7,6 +7,8 @@
 
 #include "app/commands.h"
 #include "app/common.h"
+#include "app/device_setup.h"
+#include "app/dynamic_setup.h"
 #include "core/log.h"
 #include "engine/chat_template.h"
 #include "engine/decoder.h"
@@ -17,8 +19,12 @@ namespace {
 
 constexpr char kCmd[] = "chat";
 
+// The model, sparse, device and dynamic flags are run's: the same flags give the same text.
 struct ChatFlags {
   ModelFlags model;
+  SparseFlags sparse;
+  DeviceFlags device;
+  DynamicFlags dynamic;
   std::string system, chat_template, seed;
   int n_predict = 512;
   SamplerParams sampling;
@@ -55,7 +61,10 @@ Result<std::string> reply(Session& s, Decoder& d, int n_predict) {
 }
 
 Status chat(ChatFlags& f) {
-  HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
+  ModelFlags mf = f.model;
+  f.sparse.apply_to(&mf);
+  HC_ASSIGN_OR_RETURN(auto model, load_model_logged(mf));
+  HC_ASSIGN_OR_RETURN(auto sparse, sparse_from_flags(f.sparse, *model));
   std::string tmpl = f.chat_template;
   if (tmpl.empty()) {
     auto from_file = model->gguf().get_string("tokenizer.chat_template");
@@ -64,6 +73,11 @@ Status chat(ChatFlags& f) {
   }
   HC_TRY(detect_chat_template(tmpl).status());
   Session session(model, session_params(f.model));
+  session.set_sparse(sparse);
+  DeviceModel* placed = nullptr;
+  HC_TRY(attach_device(session, f.device, f.sparse, f.model.model, sparse, &placed));
+  HC_ASSIGN_OR_RETURN(std::shared_ptr<DynamicSparsity> dyn,
+                      attach_dynamic(session, f.dynamic, sparse.get(), placed, f.sparse.stats));
   Sampler sampler(f.sampling);
   Decoder decoder(session, sampler);
   std::vector<ChatMessage> msgs;
@@ -85,6 +99,7 @@ Status chat(ChatFlags& f) {
     HC_ASSIGN_OR_RETURN(std::string answer, reply(session, decoder, f.n_predict));
     msgs.push_back({"assistant", answer});
   }
+  if (dyn) HC_LOG_INFO("%s", dyn->summary().c_str());
   return Status::Ok();
 }
 
@@ -94,6 +109,9 @@ int cmd_chat(const Args& args) {
   ChatFlags f;
   ArgParser p(kCmd, "interactive chat with the model's chat template (stdin may be a pipe)");
   add_model_flags(p, &f.model);
+  add_sparse_flags(p, &f.sparse);
+  add_device_flags(p, &f.device);
+  add_dynamic_flags(p, &f.dynamic);
   p.add_string("-sys,--system-prompt", &f.system, "system message");
   p.add_string("--chat-template", &f.chat_template, "template name or text (default: the model's)");
   p.add_int("-n,--n-predict", &f.n_predict, "maximum tokens per reply");

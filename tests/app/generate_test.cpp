@@ -105,6 +105,26 @@ TEST_F(StoriesCli, ChatWorksWithPipedStdin) {
   EXPECT_FALSE(read_all(out).empty());
 }
 
+// chat takes run's device (and sparse, dynamic) flags: on the CPU device, every layer and the
+// output (-ngl 99: the recorded step) or the last two layers, the greedy replies are the host's.
+TEST_F(StoriesCli, ChatTakesTheDeviceFlags) {
+  const std::string in = dir_->file("chat_dev_in.txt");
+  write_all(in, "Tell me a story\nAnd another one\n/exit\n");
+  const auto chat = [&](const std::string& extra) {
+    const std::string out = dir_->file("chat_dev_out.txt");
+    const std::string cmd = shell_quote(HC_BINARY) + " chat -m " + shell_quote(model_) +
+                            " -n 24 --temp 0 " + extra + " < " + shell_quote(in) + " > " +
+                            shell_quote(out) + " 2>/dev/null";
+    const int st = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << cmd;
+    return read_all(out);
+  };
+  const std::string host = chat("");
+  EXPECT_GT(host.size(), 20u) << host;
+  EXPECT_EQ(chat("-ngl 99 --device cpu"), host);
+  EXPECT_EQ(chat("-ngl 2 --device cpu"), host);
+}
+
 TEST_F(StoriesCli, BenchJsonReportsThroughputBandwidthAndRss) {
   CliResult r = run_hotcold({"bench", "-m", model_, "-p", "32", "-n", "8", "-r", "2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
