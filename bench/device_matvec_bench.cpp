@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "app/args.h"
 #include "app/device_setup.h"
 #include "core/dtype.h"
 #include "core/tensor_view.h"
@@ -31,30 +32,20 @@
 namespace hc {
 namespace {
 
+constexpr char kTool[] = "hc-device-bench";
+
 struct Args {
   std::string device = "auto";
-  std::vector<std::string> types = {"q4_0", "q4_k", "q8_0", "f16"};
-  int64_t rows = 4096, cols = 4096;
-  int64_t mib = 1024;
+  std::string types = "q4_0,q4_k,q8_0,f16";
+  int rows = 4096, cols = 4096;
+  int mib = 1024;
   int reps = 5;
   bool json = false;
 };
 
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "hc-device-bench: %s\nusage: hc-device-bench [--device cuda|vulkan[:N]|cpu] "
-               "[--types q4_0,q4_k,q8_0,f16] [--rows R] [--cols C] [--mib M] [--reps N] "
-               "[--json]\n",
-               why);
-  return 2;
-}
-
-bool parse_int(const char* s, int64_t lo, int64_t* out) {
-  char* end = nullptr;
-  const long long v = std::strtoll(s, &end, 10);
-  if (!*s || *end || v < lo) return false;
-  *out = v;
-  return true;
+int error(const std::string& message, int exit_code) {
+  std::fprintf(stderr, "%s: error: %s\n", kTool, message.c_str());
+  return exit_code;
 }
 
 double now_s() {
@@ -129,40 +120,37 @@ Result<Row> measure(ops::Device& dev, GgmlType t, const std::string& name, const
   return row;
 }
 
-int run(int argc, char** argv) {
+int run(const std::vector<std::string>& argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const auto val = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    const char* v = nullptr;
-    if (k == "--json") {
-      a.json = true;
-    } else if (k == "--device") {
-      if (!(v = val())) return usage("--device needs a value");
-      a.device = v;
-    } else if (k == "--types") {
-      if (!(v = val())) return usage("--types needs a value");
-      a.types.clear();
-      std::stringstream ss(v);
-      for (std::string t; std::getline(ss, t, ',');) a.types.push_back(t);
-    } else if (k == "--rows" || k == "--cols" || k == "--mib" || k == "--reps") {
-      int64_t n = 0;
-      if (!(v = val()) || !parse_int(v, 1, &n))
-        return usage((k + " needs a positive integer").c_str());
-      if (k == "--rows") a.rows = n;
-      else if (k == "--cols") a.cols = n;
-      else if (k == "--mib") a.mib = n;
-      else a.reps = static_cast<int>(std::min<int64_t>(n, 1000));
-    } else {
-      return usage(("unknown argument '" + k + "'").c_str());
-    }
+  ArgParser p(kTool, "the one-token mat-vec of each weight type on a device, against its "
+                     "measured read bandwidth");
+  p.add_string("--device", &a.device, "auto, cuda, vulkan[:N] or cpu");
+  p.add_string("--types", &a.types, "comma-separated weight types");
+  p.add_int("--rows", &a.rows, "rows of each matrix");
+  p.add_int("--cols", &a.cols, "columns of each matrix");
+  p.add_int("--mib", &a.mib, "MiB of weights per type (matrices of rows x cols)");
+  p.add_int("--reps", &a.reps, "timed rounds after one warm-up (the best reported)");
+  p.add_flag("--json", &a.json, "one JSON object per type instead of a table");
+  const Status st = p.parse(argv);
+  if (p.help_requested()) {
+    // ArgParser names every command "hotcold <command>"; this tool is its own binary.
+    std::string u = p.usage();
+    for (size_t at; (at = u.find(std::string("hotcold ") + kTool)) != std::string::npos;)
+      u.replace(at, 8 + std::strlen(kTool), kTool);
+    std::fputs(u.c_str(), stdout);
+    return 0;
   }
+  if (!st.ok()) return error(st.message(), 2);
+  if (a.rows < 1 || a.cols < 1 || a.mib < 1 || a.reps < 1)
+    return error("--rows, --cols, --mib and --reps must be >= 1", 2);
+  std::vector<std::string> types;
+  std::stringstream ss(a.types);
+  for (std::string t; std::getline(ss, t, ',');) types.push_back(t);
   DeviceFlags df;
   df.device = a.device;
   auto dev = open_device_from_flags(df, 0);
   if (!dev.ok()) {
-    std::fprintf(stderr, "hc-device-bench: %s\n", dev.message().c_str());
-    return 1;
+    return error(dev.message(), 1);
   }
   if (!a.json) {
     std::printf("%s: measured read bandwidth %.1f GB/s\n\n", (*dev)->name().c_str(),
@@ -171,17 +159,15 @@ int run(int argc, char** argv) {
                 "|---|---|---|---|---|---|\n", a.reps);
   }
   int rc = 0;
-  for (const std::string& name : a.types) {
+  for (const std::string& name : types) {
     GgmlType t;
     if (!dtype_from_name(name, &t)) {
-      std::fprintf(stderr, "hc-device-bench: --types: unknown type '%s'\n", name.c_str());
-      rc = 1;
+      rc = error("--types: unknown type '" + name + "'", 1);
       continue;
     }
     auto r = measure(**dev, t, name, a);
     if (!r.ok()) {
-      std::fprintf(stderr, "hc-device-bench: %s: %s\n", name.c_str(), r.message().c_str());
-      rc = 1;
+      rc = error(name + ": " + r.message(), 1);
       continue;
     }
     const double share = r->device_gbps > 0 ? r->best_gbps / r->device_gbps : 0;
@@ -203,4 +189,4 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace hc
 
-int main(int argc, char** argv) { return hc::run(argc, argv); }
+int main(int argc, char** argv) { return hc::run(std::vector<std::string>(argv + 1, argv + argc)); }

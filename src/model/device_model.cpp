@@ -228,6 +228,9 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
     dm->weight_bytes_ += bytes;
     HC_TRY(dev->upload(mem, W.rope_freqs.data, bytes));
   }
+  dm->whole_ = dm->output_on_device();
+  for (const DeviceLayer& d : dm->layers_)
+    dm->whole_ = dm->whole_ && d.attn && d.ffn_dense && !d.moe();
   return dm;
 }
 

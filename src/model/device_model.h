@@ -94,6 +94,9 @@ class DeviceModel {
   const LlamaModel& model() const { return *model_; }
   const DeviceLayer& layer(int il) const { return layers_[static_cast<size_t>(il)]; }
   bool output_on_device() const { return !output_.empty(); }
+  // Every layer's attention and dense FFN and the output layer here (-ngl past the last layer
+  // of a dense model): a decode step needs nothing from the host (model/device_step.h).
+  bool whole() const { return whole_; }
   const TensorView& output_norm() const { return output_norm_; }
   const TensorView& output() const { return output_; }
   const float* rope_freqs() const { return rope_freqs_; }  // device copy or null
@@ -139,6 +142,7 @@ class DeviceModel {
   float* rope_freqs_ = nullptr;
   std::vector<TensorView> owned_;
   uint64_t weight_bytes_ = 0;
+  bool whole_ = false;
   uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0, migrated_experts_ = 0;
   std::vector<int32_t> mig_src_, mig_slot_, cold_next_, local_next_;  // migrate()'s buffers
   std::vector<int32_t> iota_;  // 0 .. max(n_ff, n_embd) - 1: an expert's rows (migrate_experts)

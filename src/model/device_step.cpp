@@ -7,16 +7,10 @@
 
 namespace hc {
 
-bool device_step_applies(const LlamaModel& model, const DeviceSession& ds, int64_t n_tok,
-                         bool per_row, int64_t first_out, bool want_out) {
-  if (n_tok != 1 || per_row || first_out != 0 || !want_out) return false;
-  const DeviceModel& dm = ds.dm();
-  if (!dm.output_on_device() || !ds.pos || !ds.h_pos || !dm.device().can_record()) return false;
-  for (int il = 0; il < model.hparams().n_layer; ++il) {
-    const DeviceLayer& d = dm.layer(il);
-    if (!d.attn || !d.ffn_dense || d.moe()) return false;
-  }
-  return true;
+bool device_step_applies(const DeviceSession& ds, int64_t n_tok, bool per_row, int64_t first_out,
+                         bool want_out) {
+  return n_tok == 1 && !per_row && first_out == 0 && want_out && ds.dm().whole() && ds.pos &&
+         ds.h_pos && ds.dm().device().can_record();
 }
 
 namespace {
@@ -62,9 +56,7 @@ Status device_step(const LlamaModel& model, DeviceSession& ds, const float* x_ho
   } else {
     c = queue_step(model, ds, pos, out, out_id);
   }
-  HC_TRY(dev.sync());
-  std::memcpy(c.dst, c.staged, c.bytes);
-  return Status::Ok();
+  return finish_device_output(ds, c);
 }
 
 }  // namespace hc

@@ -23,8 +23,8 @@ namespace hc {
 // row first_out on runs as the recorded step: one token of one sequence, logits wanted, every
 // layer's attention and FFN dense on the device, the output there, a session with the step's
 // position buffer, and a device that records.
-bool device_step_applies(const LlamaModel& model, const DeviceSession& ds, int64_t n_tok,
-                         bool per_row, int64_t first_out, bool want_out);
+bool device_step_applies(const DeviceSession& ds, int64_t n_tok, bool per_row, int64_t first_out,
+                         bool want_out);
 
 // The step for the token whose embedding row is x_host [n_embd], at position pos: its logits to
 // out [n_vocab], or with out_id only its greedy id to out_id[0] (out untouched).

@@ -411,7 +411,11 @@ DeviceOutputCopy device_output_copy(const LlamaModel& model, const DeviceSession
 
 Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, int64_t n_tok,
                      float* out, bool per_row, int32_t* out_id) {
-  const DeviceOutputCopy c = queue_device_output(model, ds, first, n_tok, out, per_row, out_id);
+  return finish_device_output(
+      ds, queue_device_output(model, ds, first, n_tok, out, per_row, out_id));
+}
+
+Status finish_device_output(DeviceSession& ds, const DeviceOutputCopy& c) {
   HC_TRY(ds.dm().device().sync());
   std::memcpy(c.dst, c.staged, c.bytes);
   return Status::Ok();

@@ -83,5 +83,7 @@ DeviceOutputCopy device_output_copy(const LlamaModel& model, const DeviceSession
 // device_output's queued half: the operations and the copy back, no sync.
 DeviceOutputCopy queue_device_output(const LlamaModel& model, DeviceSession& ds, int64_t first,
                                      int64_t n_tok, float* out, bool per_row, int32_t* out_id);
+// Its other half: waits for the device and copies what came back to its destination.
+Status finish_device_output(DeviceSession& ds, const DeviceOutputCopy& c);
 
 }  // namespace hc

@@ -460,7 +460,7 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
                     rows.pos_of(t));
   }
   // A model wholly on the device decodes a token as one recorded step (model/device_step.h).
-  if (s.device && device_step_applies(model, *s.device, n_tok, rows.has_steps(), first_out, out))
+  if (s.device && device_step_applies(*s.device, n_tok, rows.has_steps(), first_out, out))
     return device_step(model, *s.device, s.x.data(), rows.pos0, out, out_id);
   DeviceResidual xr{s.device};
   for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));

@@ -105,9 +105,10 @@ struct DeviceCounters {
 // The position of an operation's row 0: `at`, known to the host when it queues the operation,
 // or, when `dev` is non-null, the int32 at `dev` in device memory, read when the operation runs
 // (a recorded decode step's position, which the host sets with a copy before each replay; `at`
-// is then ignored). Checks of a device position happen when the operation runs: kv_store skips
-// rows at or past n_ctx, attention reads at most n_ctx positions, and a negative one is an
-// error at the next sync() (CPU device) or clamped to 0 (Vulkan, CUDA: a kernel cannot report).
+// is then ignored). A device position is checked when the operation runs: the CPU device
+// reports one out of range at the next sync() (and skips the operation), as it does a host one;
+// Vulkan and CUDA (a kernel cannot report) take a negative one as 0, store no KV row at or past
+// n_ctx and attend over at most n_ctx positions.
 struct DevicePos {
   int at = 0;
   const int32_t* dev = nullptr;

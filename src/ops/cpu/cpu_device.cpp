@@ -246,8 +246,8 @@ class CpuDevice final : public Device {
         !ok("rope", check::nulls({{"x", x}})))
       return;
     enqueue([=, this] {
-      int pos0;
-      if (!position("rope", p, &pos0) || !ok("rope", check::rope(n_rot, head_dim, pos0))) return;
+      const int pos0 = p.dev ? *p.dev : p.at;
+      if (p.dev && !ok("rope", check::rope(n_rot, head_dim, pos0))) return;
       cs_.resize(static_cast<size_t>(n_rot));
       for (int64_t t = 0; t < n_tok; ++t) {
         ops::rope_cache(cs_.data(), n_rot, theta_scale, freq_scale, freq_factors, pos0 + t);
@@ -265,10 +265,8 @@ class CpuDevice final : public Device {
             check::nulls({{"k", k}, {"v", v}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}})))
       return;
     enqueue([=, this] {
-      int pos0;
-      if (!position("kv_store", p, &pos0) ||
-          !ok("kv_store", check::kv_store(n_tok, pos0, kv_dim, n_ctx)))
-        return;
+      const int pos0 = p.dev ? *p.dev : p.at;
+      if (p.dev && !ok("kv_store", check::kv_store(n_tok, pos0, kv_dim, n_ctx))) return;
       v16_.resize(static_cast<size_t>(kv_dim));
       for (int64_t t = 0; t < n_tok; ++t) {
         const int64_t pos = pos0 + t;
@@ -286,10 +284,8 @@ class CpuDevice final : public Device {
             check::nulls({{"q", q}, {"k_cache", k_cache}, {"v_cache_t", v_cache_t}, {"out", out}})))
       return;
     enqueue([=, this] {
-      int pos0;
-      if (!position("attention", p, &pos0) ||
-          !ok("attention", check::attention(shape, pos0, n_tok)))
-        return;
+      const int pos0 = p.dev ? *p.dev : p.at;
+      if (p.dev && !ok("attention", check::attention(shape, pos0, n_tok))) return;
       attend(q, k_cache, v_cache_t, pos0, n_tok, shape, scale, out);
     });
   }
@@ -372,7 +368,6 @@ class CpuDevice final : public Device {
     });
   }
 
-  // Waits for the queue, then reports (and clears) the first operation that failed since the
   // Recording: enqueue() keeps a copy of every operation queued while recording_; a replay is
   // one queued operation running them in order on the worker.
   bool can_record() const override { return true; }
@@ -411,7 +406,6 @@ class CpuDevice final : public Device {
     recordings_.erase(id);
   }
 
-  // last sync(): operations with bad arguments were never queued (see ok()).
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override {
     if (n_rows <= 0 || !ok("argmax", check::negatives({{"n", n}})) ||
         !ok("argmax", check::nulls({{"x", x}, {"out", out}})))
@@ -421,6 +415,8 @@ class CpuDevice final : public Device {
     });
   }
 
+  // Waits for the queue, then reports (and clears) the first operation that failed since the
+  // last sync(): operations with bad arguments were never queued (see ok()).
   Status sync() override {
     wait();
     count_sync();
@@ -637,13 +633,6 @@ class CpuDevice final : public Device {
       ++count_;
     }
     cv_.notify_one();
-  }
-
-  // The position an operation runs at (worker): p.at, or the int32 at p.dev, which must be
-  // >= 0 (a failure is recorded for sync() and the operation skipped).
-  bool position(const char* op, DevicePos p, int* pos) {
-    *pos = p.dev ? *p.dev : p.at;
-    return ok(op, *pos < 0 ? "device position " + std::to_string(*pos) + " < 0" : "");
   }
 
   void grow() {
