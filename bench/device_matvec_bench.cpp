@@ -133,11 +133,7 @@ int run(const std::vector<std::string>& argv) {
   p.add_flag("--json", &a.json, "one JSON object per type instead of a table");
   const Status st = p.parse(argv);
   if (p.help_requested()) {
-    // ArgParser names every command "hotcold <command>"; this tool is its own binary.
-    std::string u = p.usage();
-    for (size_t at; (at = u.find(std::string("hotcold ") + kTool)) != std::string::npos;)
-      u.replace(at, 8 + std::strlen(kTool), kTool);
-    std::fputs(u.c_str(), stdout);
+    std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
   if (!st.ok()) return error(st.message(), 2);

@@ -56,9 +56,10 @@ Result<long long> parse_integer(const std::string& flag, const std::string& valu
   return v;
 }
 
-// "hotcold run" whether the parser was built with "run" or "hotcold run".
+// "hotcold run" whether the parser was built with "run" or "hotcold run"; a tool that is its
+// own binary (hc-synth-model, hc-device-bench) keeps its name.
 std::string full_command(const std::string& command) {
-  if (command.rfind("hotcold", 0) == 0) return command;
+  if (command.rfind("hotcold", 0) == 0 || command.rfind("hc-", 0) == 0) return command;
   return "hotcold " + command;
 }
 

@@ -12,6 +12,7 @@ namespace hc {
 
 class ArgParser {
  public:
+  // command: a subcommand ("run": shown as "hotcold run"), or a tool's own name ("hc-...").
   ArgParser(std::string command, std::string summary);
   // names: comma-separated aliases, e.g. "-m,--model".
   void add_string(const std::string& names, std::string* out, const std::string& help);

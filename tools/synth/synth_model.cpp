@@ -50,15 +50,8 @@ namespace {
 
 // ---- command line --------------------------------------------------------------------------
 
-// ArgParser names every command "hotcold <command>"; this tool is its own binary.
-std::string tool_text(std::string s) {
-  const std::string from = std::string("hotcold ") + kTool;
-  for (size_t pos; (pos = s.find(from)) != std::string::npos;) s.replace(pos, from.size(), kTool);
-  return s;
-}
-
 int error(const std::string& message, int exit_code) {
-  std::fprintf(stderr, "%s: error: %s\n", kTool, tool_text(message).c_str());
+  std::fprintf(stderr, "%s: error: %s\n", kTool, message.c_str());
   return exit_code;
 }
 
@@ -149,7 +142,7 @@ int run(const std::vector<std::string>& args) {
   p.add_string("-o,--output", &f.out, "output GGUF file (required)");
   const Status st = p.parse(args);
   if (p.help_requested()) {
-    std::fputs(tool_text(p.usage()).c_str(), stdout);
+    std::fputs(p.usage().c_str(), stdout);
     return 0;
   }
   if (!st.ok()) return error(st.message(), 2);
