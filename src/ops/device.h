@@ -274,6 +274,14 @@ class Device {
   // decoding, so that only the token id crosses the link. out: n_rows int32 in device memory.
   virtual void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) = 0;
 
+  // A predictor's decision per neuron: fire[t * n_cols + j] = 1 when x[t * n + c(j)] >=
+  // threshold, else 0 (NaN never fires), for n_tok rows of n logits (fc2's), c(j) = cols[j]
+  // (n_cols int32 in device memory, each in [0, n): the neurons this device holds, in slot
+  // order) or j when cols is null (n_cols = n: every neuron). The host's test is the same
+  // comparison (model/sparse_ffn.h predict_firing), so the masks are equal for equal logits.
+  virtual void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
+                         int64_t n_cols, float threshold, uint8_t* fire) = 0;
+
   // Waits until every operation queued so far has run. A failure inside the device (a CUDA
   // error) is reported here, naming the operation.
   virtual Status sync() = 0;

@@ -115,4 +115,12 @@ std::string negatives(std::initializer_list<std::pair<const char*, int64_t>> siz
   return "";
 }
 
+std::string fire_mask(const float* x, int64_t n, const int32_t* cols, int64_t n_cols,
+                      const uint8_t* fire) {
+  if (std::string e = negatives({{"n", n}, {"n_cols", n_cols}}); !e.empty()) return e;
+  if (std::string e = nulls({{"x", x}, {"fire", fire}}); !e.empty()) return e;
+  if (!cols && n_cols > n) return "n_cols " + str(n_cols) + " > n " + str(n) + " without cols";
+  return "";
+}
+
 }  // namespace hc::ops::device_checks

@@ -43,6 +43,10 @@ std::string attention(const AttentionShape& shape, int pos0, int64_t n_tok);
 // Row migration: same type and row length, every slot and source row in range.
 std::string update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
                         const int32_t* slots, int64_t n);
+// fire_mask's arguments: sizes not negative, x and fire present, and without a column list
+// at most n columns.
+std::string fire_mask(const float* x, int64_t n, const int32_t* cols, int64_t n_cols,
+                      const uint8_t* fire);
 // "x is null" for the first named pointer that is null, else "".
 std::string nulls(std::initializer_list<std::pair<const char*, const void*>> ptrs);
 // "n_tok -3 must be >= 0" for the first named size that is negative, else "".

@@ -415,6 +415,19 @@ class CpuDevice final : public Device {
     });
   }
 
+  void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols, int64_t n_cols,
+                 float threshold, uint8_t* fire) override {
+    if (n_tok <= 0 || n_cols <= 0 || !ok("fire_mask", check::fire_mask(x, n, cols, n_cols, fire)))
+      return;
+    enqueue([=] {
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const float* xr = x + t * n;
+        uint8_t* f = fire + t * n_cols;
+        for (int64_t j = 0; j < n_cols; ++j) f[j] = xr[cols ? int64_t{cols[j]} : j] >= threshold;
+      }
+    });
+  }
+
   // Waits for the queue, then reports (and clears) the first operation that failed since the
   // last sync(): operations with bad arguments were never queued (see ok()).
   Status sync() override {
@@ -582,14 +595,26 @@ class CpuDevice final : public Device {
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) {
     in_.reset(x, n_tok, gate.ne0);
-    idx_.assign(idx, idx + n_idx);
-    gs_.resize(static_cast<size_t>(n_tok * n_idx));
-    if (n_idx > 0) sparse_rows(gate, in_, idx_.data(), n_idx, gs_.data(), pool_);
+    // Only the listed rows some token fires are read (as the GPUs skip the others): a list
+    // of every slot with a predictor's mask reads what the list of its fired slots reads.
+    idx_.clear();
+    sel_.clear();
+    for (int64_t j = 0; j < n_idx; ++j) {
+      uint8_t any = 0;
+      for (int64_t t = 0; t < n_tok && !any; ++t) any = fire[t * n_idx + j];
+      if (any) {
+        idx_.push_back(idx[j]);
+        sel_.push_back(static_cast<int32_t>(j));
+      }
+    }
+    const int64_t n_sel = static_cast<int64_t>(idx_.size());
+    gs_.resize(static_cast<size_t>(n_tok * n_sel));
+    if (n_sel > 0) sparse_rows(gate, in_, idx_.data(), n_sel, gs_.data(), pool_);
     if (gate_bias)
       for (int64_t t = 0; t < n_tok; ++t)
-        for (int64_t j = 0; j < n_idx; ++j) gs_[t * n_idx + j] += gate_bias[idx_[j]];
-    finish_rows(in_, up, down_t, n_tok, n_idx, kind, [&](int64_t t, int64_t j) {
-      return fire[t * n_idx + j] != 0;
+        for (int64_t j = 0; j < n_sel; ++j) gs_[t * n_sel + j] += gate_bias[idx_[j]];
+    finish_rows(in_, up, down_t, n_tok, n_sel, kind, [&](int64_t t, int64_t j) {
+      return fire[t * n_idx + sel_[j]] != 0;
     }, out);
   }
 
@@ -671,7 +696,7 @@ class CpuDevice final : public Device {
   MatmulInput in_rows_ = per_token_input();  // matmul_rows, ffn_threshold_rows
   std::vector<float> cs_, att_blk_, att_tmp_, g_, gs_, us_;
   std::vector<fp16_t> v16_;
-  std::vector<int32_t> idx_;
+  std::vector<int32_t> idx_, sel_;  // rows_now: the rows read and their positions in the list
   std::vector<uint8_t> fire_, mark_;
   // Queue.
   std::mutex mu_;

@@ -95,6 +95,8 @@ class CudaDevice final : public Device {
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
+  void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols, int64_t n_cols,
+                 float threshold, uint8_t* fire) override;
   Status sync() override;
   // Recorded steps (cuda_graph.cu): stream capture into a CUDA graph, launched at end_record
   // and at each replay.

@@ -48,6 +48,16 @@ void CudaDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out)
   check_launch("argmax");
 }
 
+void CudaDevice::fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
+                           int64_t n_cols, float threshold, uint8_t* fire) {
+  select();
+  if (n_tok <= 0 || n_cols <= 0) return;
+  if (std::string e = device_checks::fire_mask(x, n, cols, n_cols, fire); !e.empty())
+    return fail("fire_mask", e);
+  launch_fire_mask(x, n_tok, n, cols, n_cols, threshold, fire, stream_);
+  check_launch("fire_mask");
+}
+
 void CudaDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot, DevicePos pos,
                       float theta_scale, float freq_scale, const float* freq_factors, bool neox) {
   select();

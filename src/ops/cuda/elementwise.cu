@@ -1,5 +1,5 @@
-// Row-wise and element-wise kernels (rmsnorm, rope, kv_store, glu, add, add_rows, and the row
-// gather / scaled scatter of mixture-of-experts layers) and the two kernels the profile
+// Row-wise and element-wise kernels (rmsnorm, rope, kv_store, glu, add, add_rows, argmax, the
+// predictor's fire mask, and the row gather / scaled scatter of mixture-of-experts layers) and the two kernels the profile
 // measures with (an empty kernel, a streaming read).
 #include <cuda_fp16.h>
 
@@ -27,6 +27,16 @@ __device__ float block_sum(float v, float* red) {
   float s = 0.0f;
   for (int w = 0; w < static_cast<int>(blockDim.x / kWarp); ++w) s += red[w];
   return s;
+}
+
+// fire[t * n_cols + j] = x[t * n + c(j)] >= threshold, c(j) = cols ? cols[j] : j (NaN: 0).
+__global__ void fire_mask_kernel(const float* x, int64_t n, const int32_t* cols, int64_t n_cols,
+                                 int64_t total, float threshold, uint8_t* fire) {
+  for (int64_t e = thread_index(); e < total; e += thread_stride()) {
+    const int64_t t = e / n_cols, j = e % n_cols;
+    const int64_t c = cols ? static_cast<int64_t>(cols[j]) : j;
+    fire[e] = x[t * n + c] >= threshold ? 1 : 0;
+  }
 }
 
 // One block per row: the first index of the row's largest value (NaN never; all NaN: 0). Each
@@ -219,6 +229,14 @@ void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t*
 void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cudaStream_t stream) {
   if (n_rows <= 0) return;
   argmax_kernel<<<static_cast<unsigned>(n_rows), kThreads, 0, stream>>>(x, n, out);
+}
+
+void launch_fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
+                      int64_t n_cols, float threshold, uint8_t* fire, cudaStream_t stream) {
+  const int64_t total = n_tok * n_cols;
+  if (total <= 0) return;
+  fire_mask_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(x, n, cols, n_cols, total,
+                                                                      threshold, fire);
 }
 
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {

@@ -92,6 +92,10 @@ void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 // out[r] = the index of the largest of x[r * n .. + n) for r < n_rows: the first on ties, NaN
 // never, 0 when all are NaN (ops::argmax_row). One block per row.
 void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cudaStream_t stream);
+// fire[t * n_cols + j] = x[t * n + c(j)] >= threshold (1 / 0), c(j) = cols ? cols[j] : j, for
+// t < n_tok: a predictor's mask (ops/device.h fire_mask).
+void launch_fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
+                      int64_t n_cols, float threshold, uint8_t* fire, cudaStream_t stream);
 // y[t * n + i] += b[i] for t < n_tok.
 void launch_add_rows(float* y, const float* b, int64_t n_tok, int64_t n, cudaStream_t stream);
 // Rows of width floats: dst[j] = src[idx[j]] (get_rows), dst[idx[j]] = src[j] * scale[j]

@@ -183,6 +183,16 @@ struct ArgmaxPC {
 };
 static_assert(sizeof(ArgmaxPC) == 32);
 
+// fire_mask ("elements" grid over total = n_tok * n_cols): fire[t * n_cols + j] (uint8) = 1 when
+// x[t * n + c(j)] >= threshold, else 0; c(j) = cols[j] (int32) when cols != 0, else j.
+struct FireMaskPC {
+  uint64_t x, cols, fire;
+  int64_t n, n_cols, total;
+  float threshold;
+  int32_t pad;
+};
+static_assert(sizeof(FireMaskPC) == 56);
+
 // read_probe ("elements" grid over n_words 16-byte words): reads every word of src; writes
 // one word to sink only when the sum of all of them is a value that cannot occur (never),
 // so the reads are not optimised away. For the device profile's bandwidth.

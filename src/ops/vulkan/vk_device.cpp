@@ -227,7 +227,8 @@ std::string pipe_name(int p) {
   if (p < kDown0) return std::string("matvec_") + kWTypeNames[(p - kMatvec0) % kVkWTypes];
   if (p < kRmsnorm) return std::string("down_") + kWTypeNames[(p - kDown0) % kVkWTypes];
   static const char* rest[] = {"rmsnorm",   "rope",       "kv_store", "glu", "add",
-                               "attention", "read_probe", "quantize", "rows", "argmax"};
+                               "attention", "read_probe", "quantize", "rows", "argmax",
+                               "fire_mask"};
   return rest[p - kRmsnorm];
 }
 
@@ -848,6 +849,15 @@ void VulkanDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* ou
     return fail("argmax", e);
   ArgmaxPC pc{addr_of(x), addr_of(out), n, static_cast<int32_t>(n_rows), 0};
   dispatch("argmax", kArgmax, &pc, sizeof pc, static_cast<uint64_t>(n_rows));
+}
+
+void VulkanDevice::fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
+                             int64_t n_cols, float threshold, uint8_t* fire) {
+  if (!usable("fire_mask") || n_tok <= 0 || n_cols <= 0) return;
+  if (std::string e = device_checks::fire_mask(x, n, cols, n_cols, fire); !e.empty())
+    return fail("fire_mask", e);
+  FireMaskPC pc{addr_of(x), addr_of(cols), addr_of(fire), n, n_cols, n_tok * n_cols, threshold, 0};
+  dispatch("fire_mask", kFireMask, &pc, sizeof pc, elem_groups(n_tok * n_cols));
 }
 
 void VulkanDevice::rope(float* x, int64_t n_tok, int n_head, int head_dim, int n_rot,

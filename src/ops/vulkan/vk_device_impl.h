@@ -68,6 +68,7 @@ enum Pipe : int {
   kQuantize,
   kRows,
   kArgmax,
+  kFireMask,
   kPipes
 };
 
@@ -154,6 +155,8 @@ class VulkanDevice final : public Device {
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
+  void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols, int64_t n_cols,
+                 float threshold, uint8_t* fire) override;
   Status sync() override;
   // Recorded steps (vk_queue.cpp): the recording is a command buffer of its own (not
   // one-time-submit), submitted at end_record and again at each replay.
