@@ -165,18 +165,29 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
     const TensorView down_t = L.ffn_down.empty()
                                   ? L.ffn_down_t
                                   : TensorView::make(dt, nullptr, hp.n_embd, hp.n_ff);
-    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t, gate_b](int64_t n) {
+    // With a predictor on the device (it follows the attention), also the hot neurons' ids
+    // (I32, one per slot): counted whenever the layer has a predictor, an upper bound.
+    const bool pred = predictor && !L.fc1.empty();
+    const TensorView ids = pred ? TensorView::make(GgmlType::I32, nullptr, 1, hp.n_ff)
+                                : TensorView{};
+    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t, gate_b,
+                         ids](int64_t n) {
       return d->weight_bytes(gate, n) + (up.empty() ? 0 : d->weight_bytes(up, n)) +
-             d->weight_bytes(down_t, n) + (gate_b.empty() ? 0 : d->weight_bytes(gate_b, n));
+             d->weight_bytes(down_t, n) + (gate_b.empty() ? 0 : d->weight_bytes(gate_b, n)) +
+             (ids.empty() ? 0 : d->weight_bytes(ids, n));
     };
     // Host: a firing cold neuron costs its up and down rows (and its gate row when a predictor
     // chose it); without a predictor every cold gate row is read for the firing test.
     c.host_neuron_bytes = row_of(L.ffn_up) + down_row + (predictor ? row_of(L.ffn_gate) : 0);
     c.host_cold_bytes = predictor ? 0 : row_of(L.ffn_gate);
-    c.predictor_bytes = bytes_of(L.fc1) + bytes_of(L.fc2);
+    // The predictor (read per token only in predictor mode) follows the attention to the
+    // device (DeviceModel::place_layer): charged there as the device stores it.
+    c.predictor_bytes = pred ? bytes_of(L.fc1) + bytes_of(L.fc2) : 0;
+    c.predictor_follows_attn = pred && device_blocks_supported(hp);
+    c.predictor_store_bytes =
+        pred ? dev.weight_bytes(L.fc1, L.fc1.ne1) + dev.weight_bytes(L.fc2, L.fc2.ne1) : 0;
     c.attn_placeable = device_blocks_supported(hp);
     c.shares_trip = merges_on_device(model, il);  // x stays on the device (hybrid_forward.h)
-    // The predictor runs on the host (read per token there): the planner charges it as such.
     HC_ASSIGN_OR_RETURN(c.fire_prob,
                         sparse::fire_probabilities(stats.fire_count(il), stats.n_tokens()));
     in.layers.push_back(std::move(c));

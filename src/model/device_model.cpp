@@ -97,6 +97,17 @@ Status DeviceModel::place_layer(int il, bool attn, bool dense_ffn,
   }
   for (int32_t i = 0; i < hp.n_ff; ++i)
     if (d.local[static_cast<size_t>(i)] < 0) d.cold.push_back(i);
+  if (attn && !dense_ffn && sparse_ && sparse_->use_predictor() && !L.fc1.empty()) {
+    const std::string n1 = layer_name(il, "fc1"), n2 = layer_name(il, "fc2"),
+                      ni = layer_name(il, "hot neuron ids");
+    HC_ASSIGN_OR_RETURN(d.pred_fc1, put(L.fc1, n1.c_str()));
+    HC_ASSIGN_OR_RETURN(d.pred_fc2, put(L.fc2, n2.c_str()));
+    if (!d.hot.empty()) {
+      const TensorView ids = TensorView::make(GgmlType::I32, d.hot.data(), 1,
+                                              static_cast<int64_t>(d.hot.size()));
+      HC_ASSIGN_OR_RETURN(d.hot_ids, put(ids, ni.c_str()));
+    }
+  }
   return Status::Ok();
 }
 
@@ -196,6 +207,8 @@ Result<std::unique_ptr<DeviceModel>> DeviceModel::build(const LlamaModel& model,
   dm->sparse_ = sparse;
   dm->layers_.resize(static_cast<size_t>(hp.n_layer));
   const int first_full = std::max(0, hp.n_layer - p.n_gpu_layers);
+  dm->neuron_ids_.resize(static_cast<size_t>(hp.n_ff));
+  for (int32_t i = 0; i < hp.n_ff; ++i) dm->neuron_ids_[static_cast<size_t>(i)] = i;
   std::vector<int32_t> all(static_cast<size_t>(hp.n_ff));
   for (int32_t i = 0; i < hp.n_ff; ++i) all[static_cast<size_t>(i)] = i;
   std::vector<int32_t> all_experts(static_cast<size_t>(hp.n_expert));
@@ -299,6 +312,10 @@ Status DeviceModel::migrate(int il, const std::vector<sparse::Swap>& swaps) {
   if (!L.ffn_gate_b.empty())
     dev_->update_rows(d.hot_gate_b, bias_rows(L), mig_src_.data(), mig_slot_.data(), n);
   dev_->update_rows(d.hot_down_t, sparse_->down_t(il), mig_src_.data(), mig_slot_.data(), n);
+  if (!d.hot_ids.empty()) {  // slot s now holds neuron admit: its id from the constant list
+    const TensorView ids = TensorView::make(GgmlType::I32, neuron_ids_.data(), 1, n_ff);
+    dev_->update_rows(d.hot_ids, ids, mig_src_.data(), mig_slot_.data(), n);
+  }
   // The host's candidate list, rebuilt aside and swapped in (the double buffer).
   cold_next_.clear();
   for (int64_t i = 0; i < n_ff; ++i)
@@ -419,8 +436,17 @@ namespace {
 // What a session needs on the device besides the KV cache.
 struct Needs {
   bool attn = false, dense = false, hot = false, output = false;
-  bool moe = false;  // experts on the device
+  bool moe = false;       // experts on the device
+  int64_t pred_rank = 0;  // the largest predictor rank on the device (0: no predictor there)
 };
+
+// The largest predictor rank of the model's layers (0: no predictors).
+int64_t max_pred_rank(const LlamaModel& model) {
+  int64_t r = 0;
+  for (const LlamaLayerWeights& L : model.weights().layers)
+    if (!L.fc1.empty()) r = std::max(r, L.fc1.ne1);
+  return r;
+}
 
 // Every device buffer of a session, in one list that both allocation (create) and the
 // planners' estimate (scratch_bytes) read: fn(member, bytes, what) per buffer, member being the
@@ -448,6 +474,14 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::idx, T * hp.n_ff * sizeof(int32_t), "hot index");
     fn(&DeviceSession::fire, T * hp.n_ff, "hot firing mask");
   }
+  if (n.pred_rank > 0) {
+    fn(&DeviceSession::pred_hid, T * static_cast<uint64_t>(n.pred_rank) * f,
+       "predictor (hidden)");
+    fn(&DeviceSession::pred_logit, ff, "predictor (logits)");
+    fn(&DeviceSession::pred_fire, std::max<uint64_t>(T, hp.n_layer) * hp.n_ff,
+       "predictor (mask)");
+    fn(&DeviceSession::slots, static_cast<uint64_t>(hp.n_ff) * sizeof(int32_t), "hot slots");
+  }
   if (n.moe) {
     const uint64_t routes = T * static_cast<uint64_t>(hp.n_expert_used);
     if (!n.dense) {
@@ -467,7 +501,9 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
   }
 }
 
-bool any(const Needs& n) { return n.attn || n.dense || n.hot || n.output || n.moe; }
+bool any(const Needs& n) {
+  return n.attn || n.dense || n.hot || n.output || n.moe || n.pred_rank > 0;
+}
 
 ops::WeightShape shape_of(const TensorView& w) { return {w.type, w.ne0, w.ne1}; }
 
@@ -480,11 +516,13 @@ ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Plac
   s.max_tokens = T;
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
-    bool attn = false, dense = false;
+    bool attn = false, dense = false, pred = false;
     int64_t hot = 0;
-    place(il, &attn, &dense, &hot);
+    place(il, &attn, &dense, &hot, &pred);
     if (attn)
       for (const TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo}) s.matmul.push_back(shape_of(*w));
+    if (pred)
+      for (const TensorView* w : {&L.fc1, &L.fc2}) s.matmul.push_back(shape_of(*w));
     if (dense)
       for (const TensorView* w : {&L.ffn_gate, &L.ffn_up, &L.ffn_down})
         if (!w->empty()) s.matmul.push_back(shape_of(*w));
@@ -507,6 +545,7 @@ Needs needs_of(const DeviceModel& dm) {
     n.dense |= dm.layer(il).ffn_dense;
     n.hot |= dm.layer(il).hybrid();
     n.moe |= dm.layer(il).moe();
+    if (dm.layer(il).predicts()) n.pred_rank = std::max(n.pred_rank, dm.layer(il).pred_fc1.ne1);
   }
   n.output = dm.output_on_device();
   return n;
@@ -514,9 +553,9 @@ Needs needs_of(const DeviceModel& dm) {
 
 ops::ScratchNeeds op_needs_of(const DeviceModel& dm, int64_t max_tokens) {
   return op_needs(dm.model(), max_tokens, dm.output_on_device(),
-                  [&](int il, bool* a, bool* d, int64_t* h) {
+                  [&](int il, bool* a, bool* d, int64_t* h, bool* p) {
                     const DeviceLayer& l = dm.layer(il);
-                    *a = l.attn, *d = l.ffn_dense;
+                    *a = l.attn, *d = l.ffn_dense, *p = l.predicts();
                     *h = l.moe()      ? static_cast<int64_t>(l.expert_of.size())
                          : l.hybrid() ? static_cast<int64_t>(l.hot.size())
                                       : 0;
@@ -545,19 +584,28 @@ uint64_t DeviceSession::scratch_bytes(const ops::Device& dev, const LlamaModel& 
                                      int64_t max_tokens, bool attn, bool dense, bool hot,
                                      bool output) {
   const int64_t n_ff = model.hparams().n_ff;
-  return session_bytes(dev, model.hparams(), max_tokens, Needs{attn, dense, hot, output},
-                       op_needs(model, max_tokens, output, [&](int, bool* a, bool* d, int64_t* h) {
-                         *a = attn, *d = dense, *h = hot ? n_ff : 0;
-                       }));
+  // A predictor follows the attention into a layer that is not dense there (an upper bound:
+  // only in predictor mode).
+  const int64_t rank = attn && hot ? max_pred_rank(model) : 0;
+  Needs n{attn, dense, hot, output};
+  n.pred_rank = rank;
+  return session_bytes(dev, model.hparams(), max_tokens, n,
+                       op_needs(model, max_tokens, output,
+                                [&](int il, bool* a, bool* d, int64_t* h, bool* p) {
+                                  *a = attn, *d = dense, *h = hot ? n_ff : 0;
+                                  *p = rank > 0 &&
+                                       !model.weights().layers[static_cast<size_t>(il)].fc1.empty();
+                                }));
 }
 
 uint64_t DeviceSession::moe_scratch_bytes(const ops::Device& dev, const LlamaModel& model,
                                          int64_t max_tokens, bool attn, bool output) {
   Needs n{attn, false, false, output, true};
   return session_bytes(dev, model.hparams(), max_tokens, n,
-                       op_needs(model, max_tokens, output, [&](int, bool* a, bool* d, int64_t* h) {
-                         *a = attn, *d = false, *h = 1;
-                       }));
+                       op_needs(model, max_tokens, output,
+                                [&](int, bool* a, bool* d, int64_t* h, bool* p) {
+                                  *a = attn, *d = false, *h = 1, *p = false;
+                                }));
 }
 
 uint64_t DeviceSession::scratch_bytes(const DeviceModel& dm, int64_t max_tokens) {
@@ -623,6 +671,14 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
     HC_ASSIGN_OR_RETURN(void* hfire, s->host_alloc(T * hp.n_ff));
     s->h_idx = static_cast<int32_t*>(hidx);
     s->h_fire = static_cast<uint8_t*>(hfire);
+  }
+  if (needs.pred_rank > 0) {
+    HC_ASSIGN_OR_RETURN(void* hf,
+                        s->host_alloc(std::max<uint64_t>(T, hp.n_layer) * hp.n_ff));
+    s->h_pred_fire = static_cast<uint8_t*>(hf);
+    s->deferred.reserve(static_cast<size_t>(hp.n_layer));
+    HC_TRY(dm.device().upload(s->slots, dm.neuron_ids().data(),
+                              static_cast<uint64_t>(hp.n_ff) * sizeof(int32_t)));
   }
   if (needs.output) {
     HC_ASSIGN_OR_RETURN(void* hl, s->host_alloc(T * hp.n_vocab * sizeof(float)));

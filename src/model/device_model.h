@@ -15,6 +15,10 @@
 //                 host runs the router and the other experts, concurrently, and each token's
 //                 expert outputs are summed on the host in top-k order
 //                 (hybrid_forward.h's hybrid_moe_ffn).
+//   predictor     with a predictor-mode sparse FFN, every layer whose attention is on the
+//                 device and whose FFN is not dense there also holds its activation
+//                 predictor (fc1, fc2): the predictor follows the attention (the planner
+//                 counts it so: sparse/planner.h predictor_follows_attn).
 //   output        the final norm and output matrix (llama.cpp's -ngl > n_layer).
 // -ngl N follows llama.cpp: the last N layers are offloaded, all of them and the output layer
 // when N > n_layer. With a sparse FFN an offloaded layer holds all its neurons (hot = all); in a
@@ -71,6 +75,13 @@ struct DeviceLayer {
     return hot_gate_b.empty() ? nullptr : static_cast<const float*>(hot_gate_b.data);
   }
   bool hybrid() const { return !hot.empty() && !ffn_dense; }
+  // The activation predictor (predictor mode, attention on the device, the FFN not dense
+  // there): fc1 and fc2 whole, and hot_ids [|hot|] int32, neuron hot[j] in slot j, kept in
+  // step with hot by migrate(). The device decides every neuron's firing after its attention
+  // and the mask comes back with the host's copy of x (hybrid_forward.h device_predict): no
+  // predictor read on the host, no index list sent over.
+  TensorView pred_fc1, pred_fc2, hot_ids;
+  bool predicts() const { return !pred_fc1.empty(); }
   // Mixture of experts: expert_of[s] is the expert in slot s (its weights exp[s]); slot_of
   // [n_expert] is an expert's slot or -1 (on the host).
   std::vector<int32_t> expert_of, slot_of;
@@ -100,6 +111,7 @@ class DeviceModel {
   const TensorView& output_norm() const { return output_norm_; }
   const TensorView& output() const { return output_; }
   const float* rope_freqs() const { return rope_freqs_; }  // device copy or null
+  const std::vector<int32_t>& neuron_ids() const { return neuron_ids_; }  // 0 .. n_ff - 1
   // Bytes of weights placed (charged to the device).
   uint64_t weight_bytes() const { return weight_bytes_; }
   int n_attn_layers() const;
@@ -146,6 +158,8 @@ class DeviceModel {
   uint64_t migrated_neurons_ = 0, migrated_bytes_ = 0, migrated_experts_ = 0;
   std::vector<int32_t> mig_src_, mig_slot_, cold_next_, local_next_;  // migrate()'s buffers
   std::vector<int32_t> iota_;  // 0 .. max(n_ff, n_embd) - 1: an expert's rows (migrate_experts)
+  // 0 .. n_ff - 1, never resized: the host rows migrate() copies into hot_ids.
+  std::vector<int32_t> neuron_ids_;
 };
 
 // One session's device state: the KV cache of the device's attention layers and the
@@ -196,6 +210,10 @@ class DeviceSession {
   // replay is false when HOTCOLD_DEVICE_REPLAY=0 was set at create (every step queued anew).
   int step_graph[2] = {-1, -1};
   bool step_unrecordable[2] = {false, false};
+  // What queueing the recorded step added to the sparse FFN's statistics (each replay adds it
+  // again) and the layers whose predictor masks it copies back (`deferred` of each replay).
+  SparseStats step_stats[2];
+  std::vector<int> step_deferred;
   bool replay = true;
 
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
@@ -208,6 +226,17 @@ class DeviceSession {
   int32_t* pos = nullptr;
   // A hybrid FFN's host half [max_tokens, n_embd], merged on the device (hybrid_ffn).
   float* cold = nullptr;
+  // The device's predictor (DeviceLayer::predicts): fc1's output [max_tokens, max rank], fc2's
+  // logits [max_tokens, n_ff], every neuron's mask [max_tokens, n_ff] (bytes, copied back to
+  // h_pred_fire), and slots 0 .. n_ff - 1 (int32: ffn_rows over every hot slot with the mask).
+  // pred_fire and h_pred_fire hold max(max_tokens, n_layer) rows: a decode step's layers
+  // wholly on the device leave theirs at row il (`deferred` lists them, in order) until the
+  // pass ends (hybrid_forward.h hybrid_host_half).
+  float *pred_hid = nullptr, *pred_logit = nullptr;
+  uint8_t* pred_fire = nullptr;
+  int32_t* slots = nullptr;
+  uint8_t* h_pred_fire = nullptr;
+  std::vector<int> deferred;
   // Hot local indices (predictor mode): [n_ff] for a sequence's union list, up to
   // [max_tokens, n_ff] for independent decode steps' own lists, one after the other.
   int32_t* idx = nullptr;

@@ -121,6 +121,82 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
   dev.add(ds.x, ds.proj, n_tok * hp.n_embd);
 }
 
+void device_predict(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                    bool per_row, float threshold, bool mask_back) {
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.dm().device();
+  const int64_t n_ff = model.hparams().n_ff, rank = d.pred_fc1.ne1;
+  // The host's predict_firing on the device: its matmul modes (one batch, or every row as
+  // its one-token call), relu, and `logit >= threshold`.
+  device_matmul(dev, per_row, d.pred_fc1, ds.x, n_tok, ds.pred_hid);
+  dev.glu(ds.pred_hid, nullptr, n_tok, rank, ops::GluKind::kReluUngated);
+  device_matmul(dev, per_row, d.pred_fc2, ds.pred_hid, n_tok, ds.pred_logit);
+  if (!d.hot.empty())
+    dev.fire_mask(ds.pred_logit, n_tok, n_ff, static_cast<const int32_t*>(d.hot_ids.data),
+                  static_cast<int64_t>(d.hot.size()), threshold, ds.fire);
+  if (mask_back) {
+    dev.fire_mask(ds.pred_logit, n_tok, n_ff, nullptr, n_ff, threshold, ds.pred_fire);
+    dev.copy_to_host(ds.h_pred_fire, ds.pred_fire, static_cast<uint64_t>(n_tok * n_ff));
+  } else {  // a decode step wholly on the device: the mask waits in the layer's slot
+    dev.fire_mask(ds.pred_logit, 1, n_ff, nullptr, n_ff, threshold, ds.pred_fire + il * n_ff);
+    ds.deferred.push_back(il);
+  }
+}
+
+void take_device_prediction(const LlamaModel& model, const DeviceSession& ds, int il,
+                            int64_t n_tok, SparseScratch& sc) {
+  const size_t n = static_cast<size_t>(n_tok * model.hparams().n_ff);
+  if (sc.fire.size() < n) sc.fire.resize(n);
+  std::memcpy(sc.fire.data(), ds.h_pred_fire, n);
+  sc.fire_given = il;
+}
+
+bool hybrid_host_half(const DeviceLayer& d, const SparseScratch& sc, bool resident,
+                      int64_t n_tok) {
+  // A predictor's mask of a decode step's layer can wait in its slot until the pass ends
+  // (queue_deferred_masks); a batch's takes the layer's sync.
+  return !resident || !d.cold.empty() || (sc.monitor && sc.monitor->audit()) ||
+         (d.predicts() && n_tok > 1);
+}
+
+namespace {
+
+// The statistics of the device's half of a predictor-driven layer from its mask `fire`
+// ([n_tok, n_ff], every neuron): per token the fired hot neurons, and the union's rows read.
+void count_device_firing(const DeviceLayer& d, const uint8_t* fire, int64_t n_tok, int64_t n_ff,
+                         SparseScratch& sc) {
+  uint64_t fired = 0;
+  int64_t rows = 0;
+  for (const int32_t i : d.hot) {
+    uint8_t any = 0;
+    for (int64_t t = 0; t < n_tok; ++t) {
+      fired += fire[t * n_ff + i];
+      any |= fire[t * n_ff + i];
+    }
+    rows += any;
+  }
+  sc.stats.fired += fired;
+  sc.stats.device_computed += static_cast<uint64_t>(n_tok * rows);
+  sc.stats.device_bytes += rows_bytes(d.hot_gate, rows) + rows_bytes(d.hot_up, rows) +
+                           rows_bytes(d.hot_down_t, rows) + rows_bytes(d.hot_gate_b, rows);
+}
+
+}  // namespace
+
+void queue_deferred_masks(const LlamaModel& model, DeviceSession& ds) {
+  if (ds.deferred.empty()) return;
+  const uint64_t n_ff = static_cast<uint64_t>(model.hparams().n_ff);
+  ds.dm().device().copy_to_host(ds.h_pred_fire, ds.pred_fire,
+                                static_cast<uint64_t>(model.hparams().n_layer) * n_ff);
+}
+
+void take_deferred_masks(const LlamaModel& model, DeviceSession& ds, SparseScratch& sc) {
+  const int64_t n_ff = model.hparams().n_ff;
+  for (const int il : ds.deferred)
+    count_device_firing(ds.dm().layer(il), ds.h_pred_fire + il * n_ff, 1, n_ff, sc);
+  ds.deferred.clear();
+}
+
 namespace {
 
 // Predictor mode: the device's share of the predicted set, as its local indices (ascending)
@@ -219,8 +295,10 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   SparseScratch& sc = s.sparse_scratch;
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
-  const ops::GluKind kind =
-      glu_kind(hp);
+  const ops::GluKind kind = glu_kind(hp);
+  const bool host_half = hybrid_host_half(d, sc, x_on_device, n_tok);
+  if (sparse.use_predictor() && d.predicts() && sc.fire_given == il)
+    sc.fire_given = -1;  // the mask came back for this layer (run_layer): read below
   // Device half first, so it runs while the host computes its half. Its input: normed there
   // from its own x, or the host's normed input copied over.
   if (x_on_device) {
@@ -230,7 +308,23 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
     std::memcpy(ds.h_x, s.xb.data(), xbytes);
     dev.copy_to_device(ds.xb, ds.h_x, xbytes);
   }
-  if (sparse.use_predictor() && per_row) {
+  const auto n_hot = static_cast<int64_t>(d.hot.size());
+  if (sparse.use_predictor() && d.predicts()) {
+    // The device's own mask (device_predict, queued after its attention) over every hot slot:
+    // ffn_rows reads only the rows some token fires. Rows of independent sequences each as
+    // its one-token call.
+    if (per_row) {
+      for (int64_t t = 0; t < n_tok; ++t)
+        dev.ffn_rows(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb + t * n_embd, 1,
+                     ds.slots, n_hot, ds.fire + t * n_hot, kind, ds.proj + t * n_embd);
+    } else {
+      dev.ffn_rows(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok, ds.slots, n_hot,
+                   ds.fire, kind, ds.proj);
+    }
+    // The mask came back with x when the host has a half; else it is counted when the pass
+    // ends (take_deferred_masks).
+    if (host_half) count_device_firing(d, sc.fire.data(), n_tok, n_ff, sc);
+  } else if (sparse.use_predictor() && per_row) {
     // One ffn_rows call per row over that row's own list: a device's reduction over the list
     // may depend on its length (CUDA splits it), so a union would change the rows' bits.
     predict_firing(model, sparse, il, s.x.data(), n_tok, sc, pool);
@@ -247,7 +341,6 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
                    ds.idx + b, n, ds.fire, kind, ds.proj + t * n_embd);
     }
     sc.stats.device_computed += static_cast<uint64_t>(n_all);
-    const auto n_hot = static_cast<int64_t>(d.hot.size());  // an upper bound of the rows read
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
                              rows_bytes(d.hot_down_t, n_hot) + rows_bytes(d.hot_gate_b, n_hot);
   } else if (sparse.use_predictor()) {
@@ -270,13 +363,16 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
       dev.ffn_threshold(d.hot_gate, d.bias(), d.hot_up, d.hot_down_t, ds.xb, n_tok,
                         sc.threshold(sparse, il), kind, ds.proj);
     sc.stats.device_computed += static_cast<uint64_t>(n_tok) * d.hot.size();
-    const auto n_hot = static_cast<int64_t>(d.hot.size());
     sc.stats.device_bytes += rows_bytes(d.hot_gate, n_hot) + rows_bytes(d.hot_up, n_hot) +
                              rows_bytes(d.hot_down_t, n_hot) + rows_bytes(d.hot_gate_b, n_hot);
   }
+  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
+  if (!host_half) {  // the whole FFN on the device: x += its output, nothing crosses
+    dev.add(ds.x, ds.proj, n_tok * n_embd);
+    return Status::Ok();
+  }
   if (!x_on_device) dev.copy_to_host(ds.h_out, ds.proj, xbytes);
   // Host half: the cold neurons.
-  sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
   sparse_ffn_subset(model, sparse, il, s.in, d.cold.data(), static_cast<int64_t>(d.cold.size()),
                     s.proj.data(), sc, pool);
   // An audit (while the device works): every neuron's act and firing, the device's included.

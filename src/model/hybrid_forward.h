@@ -54,6 +54,25 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
 Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSession& ds, int il,
                   ForwardScratch& s, ThreadPool& pool, int64_t n_tok, bool per_row = false,
                   bool x_on_device = false);
+// Layer il's predictor on the device (DeviceLayer::predicts, after the device's attention: x
+// there): fc2 . relu(fc1 . x) against `threshold`, the hot slots' mask left in ds.fire for
+// hybrid_ffn; with mask_back also every neuron's mask queued back to ds.h_pred_fire, which
+// arrives with the caller's next sync (the one that brings x): take_device_prediction then
+// puts it in sc.fire for the host's neurons, as predict_firing would have.
+void device_predict(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
+                    bool per_row, float threshold, bool mask_back);
+void take_device_prediction(const LlamaModel& model, const DeviceSession& ds, int il,
+                            int64_t n_tok, SparseScratch& sc);
+// Whether a hybrid layer's FFN has a host half: not when x stays on the device (resident),
+// the host holds none of its neurons, no audit wants every neuron's act (-ngl with the
+// sparse FFN) and, with a predictor, the pass is one decode step: the layer then runs wholly
+// on the device, with no sync and no copy in it. Its predictor's mask waits in the layer's
+// slot of ds.pred_fire (ds.deferred) until the pass ends: queue_deferred_masks queues one copy
+// of every slot before the pass's last sync, take_deferred_masks counts them after it.
+bool hybrid_host_half(const DeviceLayer& d, const SparseScratch& sc, bool resident,
+                      int64_t n_tok);
+void queue_deferred_masks(const LlamaModel& model, DeviceSession& ds);
+void take_deferred_masks(const LlamaModel& model, DeviceSession& ds, SparseScratch& sc);
 // Whether layer il's hybrid FFN can run with x on the device: the device holds its input norm
 // (placed with the attention), an RMSNorm, and the FFN's output is the two halves' sum alone
 // (no down bias, no parallel attention to add).

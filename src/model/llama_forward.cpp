@@ -392,16 +392,31 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
     device_ffn_dense(model, *s.device, il, n_tok, per_row);
   } else if (dl && dl->hybrid()) {
     // After the device's attention the residual stream stays there: the host reads a copy
-    // (its half's input), the device adds both halves into its own (one sync per layer).
+    // (its half's input), the device adds both halves into its own (one sync per layer), or,
+    // with no host half, the device does it all and nothing crosses.
     const bool resident = xr.on_device && can_merge_on_device(model, *dl, il);
-    if (resident) HC_TRY(xr.read(s.x.data(), n));
-    else HC_TRY(xr.to_host(s.x.data(), n));
-    const LlamaLayerWeights& L = model.weights().layers[il];
-    norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
-    s.in.reset(s.xb.data(), n_tok, hp.n_embd);
+    const bool host_half = hybrid_host_half(*dl, s.sparse_scratch, resident, n_tok);
+    // The predictor runs on the device after its attention; its mask comes back with x.
+    if (dl->predicts())
+      device_predict(model, *s.device, il, n_tok, per_row,
+                     s.sparse_scratch.predictor_threshold(*s.sparse, il), host_half);
+    if (host_half) {
+      if (resident) HC_TRY(xr.read(s.x.data(), n));
+      else HC_TRY(xr.to_host(s.x.data(), n));
+      if (dl->predicts()) take_device_prediction(model, *s.device, il, n_tok, s.sparse_scratch);
+      const LlamaLayerWeights& L = model.weights().layers[il];
+      norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);
+      s.in.reset(s.xb.data(), n_tok, hp.n_embd);
+    }
     HC_TRY(hybrid_ffn(model, *s.sparse, *s.device, il, s, pool, n_tok, per_row, resident));
   } else {
+    // A predictor that followed the attention to the device decides the host's FFN there.
+    if (dl && dl->predicts())
+      device_predict(model, *s.device, il, n_tok, per_row,
+                     s.sparse_scratch.predictor_threshold(*s.sparse, il), true);
     HC_TRY(xr.to_host(s.x.data(), n));
+    if (dl && dl->predicts())
+      take_device_prediction(model, *s.device, il, n_tok, s.sparse_scratch);
     ffn_block(model, il, s, pool, n_tok);
   }
   return Status::Ok();
@@ -460,16 +475,22 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
                     rows.pos_of(t));
   }
   // A model wholly on the device decodes a token as one recorded step (model/device_step.h).
-  if (s.device && device_step_applies(*s.device, n_tok, rows.has_steps(), first_out, out))
-    return device_step(model, *s.device, s.x.data(), rows.pos0, out, out_id);
+  if (s.device && device_step_applies(*s.device, s, n_tok, rows.has_steps(), first_out, out))
+    return device_step(model, s, *s.device, pool, s.x.data(), rows.pos0, out, out_id);
   DeviceResidual xr{s.device};
+  if (s.device) s.device->deferred.clear();
   for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
+  // Predictor masks of layers wholly on the device come back with the pass's last sync.
+  if (s.device) queue_deferred_masks(model, *s.device);
   if (s.device && s.device->dm().output_on_device() && out) {
     xr.to_device(s.x.data(), n_tok * hp.n_embd);
-    return device_output(model, *s.device, first_out, n_tok, out, rows.has_steps(), out_id);
+    HC_TRY(device_output(model, *s.device, first_out, n_tok, out, rows.has_steps(), out_id));
+    take_deferred_masks(model, *s.device, s.sparse_scratch);
+    return Status::Ok();
   }
   // Always back on the host (and the device idle) before the staging buffers are reused.
   HC_TRY(xr.to_host(s.x.data(), n_tok * hp.n_embd));
+  if (s.device) take_deferred_masks(model, *s.device, s.sparse_scratch);
   if (!out) return Status::Ok();
   const int64_t n_out = n_tok - first_out;
   float* xo = s.x.data() + first_out * hp.n_embd;

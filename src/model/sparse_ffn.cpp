@@ -438,6 +438,10 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
 
 void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
                     const float* residual, int64_t n_tok, SparseScratch& sc, ThreadPool& pool) {
+  if (sc.fire_given == il) {  // the device decided already (hybrid_forward.h device_predict)
+    sc.fire_given = -1;
+    return;
+  }
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = model.hparams().n_ff;
   sc.res_in.reset(residual, n_tok, model.hparams().n_embd);

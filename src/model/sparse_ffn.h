@@ -135,6 +135,10 @@ struct SparseScratch {
   std::vector<float> grp_x, grp_gate, grp_up, grp_out;
   ops::MatmulInput grp_in;
   std::vector<int64_t> row_offsets;  // hybrid decode steps: each row's list of hot neurons
+  // A layer whose predictor ran on a device (model/hybrid_forward.h device_predict): fire holds
+  // its mask for these tokens, and predict_firing for that layer takes it instead of reading
+  // the predictor on the host (once; -1: none).
+  int fire_given = -1;
   SparseStats stats;
   // Dynamic sparsity (null: the SparseFfn's fixed values): per-layer thresholds on |act| and
   // on predictor logits that replace SparseFfn::threshold / predictor_threshold, and the

@@ -77,14 +77,29 @@ double attn_dev_s(const PlanInput& in, const LayerCosts& l) {
          in.attn_device_ops * in.hw.op_us * kUs + trip_s(in);
 }
 
-double pred_host_bytes(const LayerCosts& l) {
-  return l.predictor_on_device ? 0.0 : static_cast<double>(l.predictor_bytes);
+// The predictor's host bytes per token with the attention on the device or not.
+double pred_host_bytes(const LayerCosts& l, bool attn_on_device) {
+  const bool on_dev = l.predictor_on_device || (l.predictor_follows_attn && attn_on_device);
+  return on_dev ? 0.0 : static_cast<double>(l.predictor_bytes);
+}
+
+// What a predictor that follows the attention adds to the attention's device time.
+double pred_follow_dev_s(const PlanInput& in, const LayerCosts& l) {
+  if (!l.predictor_follows_attn || l.predictor_on_device) return 0.0;
+  return static_cast<double>(l.predictor_bytes) / (in.hw.dev_gbps * kGB) +
+         in.predictor_device_ops * in.hw.op_us * kUs;
+}
+
+uint64_t pred_follow_bytes(const LayerCosts& l) {
+  if (!l.predictor_follows_attn || l.predictor_on_device) return 0;
+  return l.predictor_store_bytes ? l.predictor_store_bytes : l.predictor_bytes;
 }
 
 // One layer of predict_plan, straight from the definition (no prefix sums).
 LayerTime predict_layer(const PlanInput& in, const LayerCosts& l, const LayerPlacement& lp) {
   LayerTime t;
-  t.attn_s = lp.attn_on_device ? attn_dev_s(in, l) : attn_host_s(in, l);
+  t.attn_s = lp.attn_on_device ? attn_dev_s(in, l) + pred_follow_dev_s(in, l)
+                               : attn_host_s(in, l);
   std::vector<char> on_dev(l.fire_prob.size(), 0);
   for (int32_t i : lp.hot) on_dev[static_cast<size_t>(i)] = 1;
   double dev_read = 0, host_read = 0, mass_dev = 0, mass_all = 0;
@@ -104,7 +119,7 @@ LayerTime predict_layer(const PlanInput& in, const LayerCosts& l, const LayerPla
   if (l.predictor_on_device)
     t.ffn_device_s += static_cast<double>(l.predictor_bytes) / (in.hw.dev_gbps * kGB);
   if (uses) t.ffn_device_s += in.ffn_device_ops * in.hw.op_us * kUs;
-  host_read += static_cast<double>(l.host_fixed_bytes) + pred_host_bytes(l);
+  host_read += static_cast<double>(l.host_fixed_bytes) + pred_host_bytes(l, lp.attn_on_device);
   t.ffn_host_s = host_read / (in.hw.host_gbps * kGB);
   // With attention on the device too and a shared trip, the attention's trip is this one.
   const bool shared = lp.attn_on_device && l.shares_trip;
@@ -112,7 +127,7 @@ LayerTime predict_layer(const PlanInput& in, const LayerCosts& l, const LayerPla
                  : t.ffn_host_s;
   t.device_mass = mass_all > 0 ? mass_dev / mass_all : 0.0;
   t.device_bytes = hot_store(l, static_cast<int64_t>(lp.hot.size())) +
-                   (lp.attn_on_device ? attn_store(l) + l.kv_bytes : 0) +
+                   (lp.attn_on_device ? attn_store(l) + l.kv_bytes + pred_follow_bytes(l) : 0) +
                    (l.predictor_on_device ? l.predictor_bytes : 0);
   return t;
 }
@@ -127,7 +142,7 @@ Status PlanInput::validate() const {
   for (int il = 0; il < n_layer(); ++il)
     HC_TRY(validate_layer(layers[static_cast<size_t>(il)], il, layers[0].fire_prob.size()));
   if (!finite_nonneg(other_s)) return Status::Error("other_s is " + std::to_string(other_s));
-  if (attn_device_ops < 0 || ffn_device_ops < 0)
+  if (attn_device_ops < 0 || ffn_device_ops < 0 || predictor_device_ops < 0)
     return Status::Error("device op counts must be >= 0");
   return Status::Ok();
 }
@@ -216,7 +231,8 @@ LayerModel build_model(const PlanInput& in, const LayerCosts& l, int granule) {
     }
   }
   m.host_all_s =
-      (host_all + static_cast<double>(l.host_fixed_bytes) + pred_host_bytes(l)) / host_bw;
+      (host_all + static_cast<double>(l.host_fixed_bytes) + pred_host_bytes(l, false)) / host_bw;
+  m.pred_host_s = (pred_host_bytes(l, false) - pred_host_bytes(l, true)) / host_bw;
   m.pred_on_device = l.predictor_on_device;
   m.dev_const_s = l.predictor_on_device ? static_cast<double>(l.predictor_bytes) / dev_bw : 0.0;
   m.ops_s = in.ffn_device_ops * in.hw.op_us * kUs;
@@ -226,9 +242,10 @@ LayerModel build_model(const PlanInput& in, const LayerCosts& l, int granule) {
   for (size_t g = 0; g <= n_gran; ++g) m.ffn_store[g] = hot_store(l, m.n_hot[g]);
   m.attn_host_s = attn_host_s(in, l);
   // Attention the device cannot run (falcon's) saves nothing there: never placed.
-  m.attn_saved_s = l.attn_placeable ? m.attn_host_s - attn_dev_s(in, l) : 0.0;
+  m.attn_saved_s =
+      l.attn_placeable ? m.attn_host_s - attn_dev_s(in, l) - pred_follow_dev_s(in, l) : 0.0;
   m.attn_placeable = l.attn_placeable;
-  m.attn_bytes = attn_store(l) + l.kv_bytes;
+  m.attn_bytes = attn_store(l) + l.kv_bytes + pred_follow_bytes(l);
   return m;
 }
 

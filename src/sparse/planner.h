@@ -8,12 +8,16 @@
 //     attention on host:   (attn_bytes + kv_read_bytes) / host_gbps
 //     attention on device: (attn_bytes + kv_read_bytes) / dev_gbps + attn_device_ops * op_us
 //                          + sync_us + xfer
+//                          (+ predictor_bytes / dev_gbps + predictor_device_ops * op_us when
+//                          the predictor follows the attention)
 //     FFN device part:     (device_reads_all_hot ? |H| : sum_{i in H} p_i) * neuron_bytes
 //                          / dev_gbps
 //                          + (uses device ? ffn_device_ops * op_us : 0)
 //                          + (predictor_on_device ? predictor_bytes / dev_gbps : 0)
 //     FFN host part:       (sum_{i in C} (p_i * host_neuron_bytes + host_cold_bytes)
 //                           + host_fixed_bytes + (predictor on host ? predictor_bytes : 0))
+//                          (the predictor is on the host unless predictor_on_device, or
+//                          predictor_follows_attn with the attention on the device)
 //                          / host_gbps
 //     FFN:                 max(device part, host part) + (uses device ? sync_us + xfer : 0)
 //   where "uses device" = H non-empty or predictor_on_device. Host and device halves run
@@ -21,7 +25,7 @@
 //   Total = sum over layers + other_s (embeddings, output layer: host). tok/s = 1 / total.
 //   Device bytes = 0 when nothing is on the device, else dev_overhead_bytes + dev_fixed_bytes
 //   + sum(attention on device: attn_store_bytes + kv_bytes) + sum hot_store_bytes(|H|)
-//   + sum(predictor_on_device: predictor_bytes), the store figures being what the device
+//   + sum(predictor on the device: predictor_bytes), the store figures being what the device
 //   charges (by default attn_bytes and |H| * neuron_bytes).
 //
 // Decisions: per layer, attention on device or not and k, the number of hot neurons; for a given
@@ -71,6 +75,12 @@ struct LayerCosts {
   uint64_t host_fixed_bytes = 0;   // host FFN bytes independent of placement
   uint64_t predictor_bytes = 0;    // the layer's activation predictor
   bool predictor_on_device = false;  // charged to the device (bytes and read time)
+  // The predictor runs on the device whenever the layer's attention does (DeviceModel places
+  // it there: model/device_model.h), its mask coming back with the host's copy of x: attention
+  // on the device then also charges predictor_bytes there and reads them there (with
+  // predictor_device_ops), and the host no longer reads them.
+  bool predictor_follows_attn = false;
+  uint64_t predictor_store_bytes = 0;  // device bytes charged for it (0 = predictor_bytes)
   bool attn_placeable = true;  // false: attention stays on the host (devices lack its ops)
   // Attention and hot neurons both on the device pay one round trip, not two: the residual
   // stream stays on the device, the host reads x once for its cold half (model/hybrid_forward.h
@@ -87,6 +97,7 @@ struct PlanInput {
   bool device_reads_all_hot = true;  // threshold mode: the device computes every hot neuron
   int attn_device_ops = 10;  // rmsnorm, q/k/v, rope, kv store, attention, wo, add, copy
   int ffn_device_ops = 3;    // copy x in, ffn_threshold, copy y out
+  int predictor_device_ops = 6;  // fc1, relu, fc2, the hot and the full mask, the copy back
 
   int n_layer() const { return static_cast<int>(layers.size()); }
   int64_t n_ff() const {

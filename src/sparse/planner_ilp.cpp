@@ -7,7 +7,8 @@
 //   u[l]    binary   the FFN uses the device: u[l] >= y[l][0] (fixed to 1 with device predictors)
 //   a[l]    binary   attention on the device (only when that would save time)
 //   T[l]    >= 0     the FFN's max(device part, host part):
-//     T[l] >= host_all - sum_g host_saved[g] y[l][g]
+//     T[l] >= host_all - sum_g host_saved[g] y[l][g] - pred_host a[l]  (a predictor that
+//             follows the attention to the device leaves the host part)
 //     T[l] >= sum_g dev[g] y[l][g] + ops * u[l] + dev_const
 // minimise  sum_l T[l] + trip * u[l] - attn_saved[l] * a[l]
 // s.t.      sum_l (sum_g bytes[g] y[l][g] + attn_bytes[l] a[l]) <= budget - base bytes
@@ -85,7 +86,7 @@ std::vector<LayerCols> add_columns(glp_prob* P, const std::vector<LayerModel>& m
   std::vector<LayerCols> cols(models.size());
   for (size_t l = 0; l < models.size(); ++l) {
     const LayerModel& lm = models[l];
-    if (lm.attn_placeable && lm.attn_saved_s + lm.shared_trip_s > 0 &&
+    if (lm.attn_placeable && lm.attn_saved_s + lm.shared_trip_s + lm.pred_host_s > 0 &&
         static_cast<int64_t>(lm.attn_bytes) <= room)
       cols[l].a = add_col(P, GLP_BV, 0, 1, -lm.attn_saved_s * kToUs);
   }
@@ -125,6 +126,7 @@ void add_rows(glp_prob* P, Triplets& m, const LayerModel& lm, const LayerCols& c
   const int host = add_row(P, GLP_LO, lm.host_all_s * kToUs, 0);
   const int dev = add_row(P, GLP_LO, lm.dev_const_s * kToUs, 0);
   m.add(host, c.t, 1);
+  if (c.a != 0 && lm.pred_host_s > 0) m.add(host, c.a, lm.pred_host_s * kToUs);
   m.add(dev, c.t, 1);
   m.add(dev, c.u, -lm.ops_s * kToUs);
   for (int g = 0; g < c.n_y; ++g) {
@@ -143,9 +145,11 @@ void add_rows(glp_prob* P, Triplets& m, const LayerModel& lm, const LayerCols& c
 void break_attention_symmetry(glp_prob* P, Triplets& m, const std::vector<LayerModel>& models,
                               const std::vector<LayerCols>& cols) {
   for (size_t l = 0; l < models.size(); ++l) {
-    if (cols[l].a == 0 || cols[l].z != 0) continue;
+    // (A predictor that follows the attention ties it to the FFN's host part too.)
+    if (cols[l].a == 0 || cols[l].z != 0 || models[l].pred_host_s > 0) continue;
     for (size_t k = l; k-- > 0;) {
-      if (cols[k].a != 0 && cols[k].z == 0 && models[k].attn_bytes == models[l].attn_bytes &&
+      if (cols[k].a != 0 && cols[k].z == 0 && models[k].pred_host_s == 0 &&
+          models[k].attn_bytes == models[l].attn_bytes &&
           models[k].attn_saved_s == models[l].attn_saved_s) {
         const int r = add_row(P, GLP_LO, 0, 0);  // a[k] - a[l] >= 0
         m.add(r, cols[k].a, 1);
@@ -178,7 +182,9 @@ std::vector<double> column_values(glp_prob* P, const std::vector<LayerModel>& mo
     x[static_cast<size_t>(c.u)] = uses ? 1 : 0;
     if (c.z != 0) x[static_cast<size_t>(c.z)] = attn[l] && uses ? 1 : 0;
     for (int k = 0; k < g; ++k) x[static_cast<size_t>(c.y0 + k)] = 1;
-    const double host = std::max(0.0, m.host_all_s - m.host_saved_s[static_cast<size_t>(g)]);
+    const double host =
+        std::max(0.0, m.host_all_s - (attn[l] ? m.pred_host_s : 0.0) -
+                          m.host_saved_s[static_cast<size_t>(g)]);
     const double dev = m.dev_s[static_cast<size_t>(g)] + (uses ? m.ops_s : 0) + m.dev_const_s;
     x[static_cast<size_t>(c.t)] = std::max(host, dev) * kToUs;
   }

@@ -20,6 +20,10 @@ struct LayerModel {
   std::vector<double> host_saved_s;
   std::vector<double> mass;
   double host_all_s = 0;   // host part with every neuron cold
+  // Host seconds the predictor leaves the host part when it follows the attention to the
+  // device (LayerCosts::predictor_follows_attn; 0 otherwise). Its device time and bytes are
+  // in attn_saved_s and attn_bytes.
+  double pred_host_s = 0;
   double dev_const_s = 0;  // predictor read on the device
   double ops_s = 0;        // FFN device ops, paid when the device is used
   double trip_s = 0;       // round trip + copy of x and y
@@ -33,17 +37,19 @@ struct LayerModel {
 
   int n_gran() const { return static_cast<int>(n_hot.size()) - 1; }
   uint64_t ffn_bytes(int g) const { return ffn_store[static_cast<size_t>(g)]; }
-  // The layer's FFN time with the first g granules on the device.
-  double ffn_s(int g) const {
-    if (g == 0 && !pred_on_device) return host_all_s;
-    const double host = std::max(0.0, host_all_s - host_saved_s[g]);
+  // The layer's FFN time with the first g granules on the device (and the attention there or
+  // not: a predictor that follows it leaves the host part).
+  double ffn_s(int g, bool attn = false) const {
+    const double host_s = host_all_s - (attn ? pred_host_s : 0.0);
+    if (g == 0 && !pred_on_device) return host_s;
+    const double host = std::max(0.0, host_s - host_saved_s[g]);
     return std::max(dev_s[g] + ops_s + dev_const_s, host) + trip_s;
   }
   bool uses(int g) const { return g > 0 || pred_on_device; }
   // The layer's time (attention + FFN) with g granules and attention on the device or not: one
   // trip saved when both use the device and share it.
   double layer_s(int g, bool attn) const {
-    return (attn ? attn_host_s - attn_saved_s : attn_host_s) + ffn_s(g) -
+    return (attn ? attn_host_s - attn_saved_s : attn_host_s) + ffn_s(g, attn) -
            (attn && uses(g) ? shared_trip_s : 0.0);
   }
 };

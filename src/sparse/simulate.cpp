@@ -755,6 +755,7 @@ Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::v
     c.host_cold_bytes = opt.predictor ? 0 : static_cast<uint64_t>(std::llround(
                                                 static_cast<double>(b.gate_row) / rel_gate_rows));
     if (opt.predictor) c.predictor_bytes = 2 * static_cast<uint64_t>(rank * (m.n_embd + m.n_ff));
+    c.predictor_follows_attn = opt.predictor;  // as DeviceModel places it (planner.h)
     c.fire_prob = p[l];
     pin.layers.push_back(std::move(c));
   }

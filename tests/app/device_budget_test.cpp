@@ -10,5 +10,9 @@ TEST(DeviceBudgets, DecodeStepsStayWithinTheirSyncsAndBytesOnTheCpuDevice) {
   test::check_decode_budgets("cpu");
 }
 
+TEST(DeviceBudgets, PredictorsRunWhereTheAttentionRunsOnTheCpuDevice) {
+  test::check_predictor_budgets("cpu");
+}
+
 }  // namespace
 }  // namespace hc

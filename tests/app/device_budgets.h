@@ -10,8 +10,19 @@
 //                                     <= n_layer + 1 syncs, at most one activation row each
 //                                     way per layer (plus the stream's entry and exit), so no
 //                                     weight bytes move
-// Run on stories260K as a ReLU model (5 layers, n_embd 64, vocab 512) on the device given
-// (cpu, vulkan:0). Shared by tests/app (the CPU device) and tests/vulkan (lavapipe).
+// With activation predictors (--predictor), the predictor of every layer whose attention is
+// on the device runs there (model/hybrid_forward.h device_predict), and its mask, one byte a
+// neuron, is all that comes back besides x; no index list or mask goes over:
+//   full offload (-ngl 99), greedy:   <= 1 host sync, the embedding row and the position in,
+//                                     the token id and the layers' masks back (n_layer * n_ff
+//                                     bytes, for the statistics, with the pass's last sync);
+//                                     every step but the first replayed (also with thresholds,
+//                                     --sparse), with the same text as queued anew
+//   hot/cold split as above:          <= n_layer + 1 syncs, at most one activation row to the
+//                                     device a layer, one row and the layer's mask back
+//   on the CPU device, the same text as the host's own predictor (the same bits)
+// Run on stories260K as a ReLU model (5 layers, n_embd 64, n_ff 172, vocab 512) on the device
+// given (cpu, vulkan:0). Shared by tests/app (the CPU device) and tests/vulkan (lavapipe).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -49,6 +60,24 @@ inline DecodeCounters bench_counters(const std::vector<std::string>& args) {
   EXPECT_GE(c.syncs, 0) << r.out;
   EXPECT_GT(c.ops, 0) << r.out;  // the device did the work
   return c;
+}
+
+// The premise of a split's budgets, from `hotcold plan`'s table ("| il | device | hot / n_ff |
+// ..."): every layer's attention on the device, and some but not all of its neurons.
+inline void expect_split_in_every_layer(const std::string& plan_out, int n_layer) {
+  for (int il = 0; il < n_layer; ++il) {
+    const std::string row = "| " + std::to_string(il) + " | ";
+    const size_t at = plan_out.find(row);
+    ASSERT_NE(at, std::string::npos) << plan_out;
+    char where[16] = {};
+    int hot = -1, n_ff = -1;
+    ASSERT_EQ(std::sscanf(plan_out.c_str() + at + row.size(), "%15s | %d / %d", where, &hot, &n_ff),
+              3)
+        << plan_out;
+    ASSERT_EQ(std::string(where), "device") << "layer " << il << "'s attention\n" << plan_out;
+    ASSERT_GT(hot, 0) << plan_out;
+    ASSERT_LT(hot, n_ff) << "layer " << il << " needs host neurons\n" << plan_out;
+  }
 }
 
 inline void check_decode_budgets(const std::string& device) {
@@ -100,18 +129,8 @@ inline void check_decode_budgets(const std::string& device) {
                    "--device", "cpu", "--host-gbps", "0.5", "--dev-gbps", "400", "--link-gbps",
                    "25", "--op-us", "0", "--sync-us", "0", "--time-limit", "5", "--granule", "4"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (int il = 0; il < kLayers; ++il) {  // the premise: "| il | device | hot / 172 | ..."
-    const std::string row = "| " + std::to_string(il) + " | ";
-    const size_t at = r.out.find(row);
-    ASSERT_NE(at, std::string::npos) << r.out;
-    char where[16] = {};
-    int hot = -1, n_ff = -1;
-    ASSERT_EQ(std::sscanf(r.out.c_str() + at + row.size(), "%15s | %d / %d", where, &hot, &n_ff), 3)
-        << r.out;
-    ASSERT_EQ(std::string(where), "device") << "layer " << il << "'s attention\n" << r.out;
-    ASSERT_GT(hot, 0) << r.out;
-    ASSERT_LT(hot, n_ff) << "layer " << il << " needs host neurons\n" << r.out;
-  }
+  expect_split_in_every_layer(r.out, kLayers);
+  if (::testing::Test::HasFatalFailure()) return;
   {
     SCOPED_TRACE("hot/cold split");
     const DecodeCounters c = bench_counters({"-m", model, "--sparse", "--plan", plan,
@@ -119,6 +138,86 @@ inline void check_decode_budgets(const std::string& device) {
     EXPECT_LE(c.syncs, kLayers + 1.0);
     EXPECT_LE(c.h2d, (kLayers + 1) * kRow) << "at most one activation row to the device a layer";
     EXPECT_LE(c.d2h, (kLayers + 1) * kRow) << "at most one activation row back a layer";
+  }
+}
+
+inline void check_predictor_budgets(const std::string& device) {
+  constexpr int kLayers = 5;
+  constexpr double kRow = 64 * 4, kMask = 172;
+  ScratchDir dir;
+  const std::string relu = convert_stories260k(dir, "stories260K-relu");
+  const std::string model = dir.file("pred.gguf"), stats = dir.file("stats.gguf"),
+                    plan = dir.file("plan.gguf");
+  CliResult r = run_hotcold({"train-predictor", "-m", relu, "-f", kTinyStories, "-o", model, "-c",
+                             "128", "--chunks", "16", "--epochs", "15", "--rank", "64", "--lr",
+                             "1e-2", "--seed", "3", "-t", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    SCOPED_TRACE("-ngl 99 --predictor, greedy");
+    const DecodeCounters c =
+        bench_counters({"-m", model, "--predictor", "-ngl", "99", "--device", device});
+    EXPECT_LE(c.syncs, 1.0) << "no layer should wait for the host";
+    EXPECT_LE(c.h2d, kRow + 4) << "only the token's embedding row and position should go over";
+    EXPECT_LE(c.d2h, 64.0 + kLayers * kMask);
+    EXPECT_GE(c.replayed, 16 - 1) << "the sparse step wholly on the device should be replayed";
+  }
+  {
+    SCOPED_TRACE("-ngl 99 --sparse (thresholds), greedy");
+    const DecodeCounters c =
+        bench_counters({"-m", model, "--sparse", "-ngl", "99", "--device", device});
+    EXPECT_LE(c.syncs, 1.0);
+    EXPECT_LE(c.d2h, 64.0);
+    EXPECT_GE(c.replayed, 16 - 1);
+  }
+  {
+    SCOPED_TRACE("-ngl 99 --predictor, replayed or queued anew");
+    const auto generate = [&] {
+      return run_hotcold({"run", "-m", model, "--predictor", "-p", "Once upon a time", "-n", "32",
+                          "--temp", "0", "-ngl", "99", "--device", device});
+    };
+    const CliResult replayed = generate();
+    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
+    const CliResult queued = generate();
+    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+    ASSERT_EQ(queued.exit_code, 0) << queued.err;
+    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
+    EXPECT_EQ(replayed.out, queued.out) << "a replayed step must give the same tokens";
+  }
+  if (device == "cpu") {  // the CPU device's predictor computes the host's bits
+    const auto generate = [&](std::vector<std::string> extra) {
+      std::vector<std::string> a = {"run", "-m", model, "--predictor", "-p", "Once upon a time",
+                                    "-n", "40", "--temp", "0"};
+      a.insert(a.end(), extra.begin(), extra.end());
+      return run_hotcold(a);
+    };
+    const CliResult host = generate({});
+    const CliResult full = generate({"-ngl", "99", "--device", device});
+    const CliResult part = generate({"-ngl", "3", "--device", device});
+    ASSERT_EQ(host.exit_code, 0) << host.err;
+    EXPECT_GT(host.out.size(), 40u) << host.out;
+    EXPECT_EQ(full.out, host.out) << full.err;
+    EXPECT_EQ(part.out, host.out) << part.err;
+  }
+  // The split: every layer's attention (and so its predictor) and some of its neurons there.
+  r = run_hotcold({"profile", "-m", model, "-f", corpus_slice(dir, 40000), "-o", stats, "-c",
+                   "128", "--chunks", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const char* gib = "0.0016";
+  r = run_hotcold({"plan", "-m", model, "--stats", stats, "--predictor", "--vram-budget", gib,
+                   "-o", plan, "--device", "cpu", "--host-gbps", "0.5", "--dev-gbps", "400",
+                   "--link-gbps", "25", "--op-us", "0", "--sync-us", "0", "--time-limit", "5",
+                   "--granule", "4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_split_in_every_layer(r.out, kLayers);
+  if (::testing::Test::HasFatalFailure()) return;
+  {
+    SCOPED_TRACE("hot/cold split, --predictor");
+    const DecodeCounters c = bench_counters({"-m", model, "--predictor", "--plan", plan,
+                                             "--vram-budget", gib, "--device", device});
+    EXPECT_LE(c.syncs, kLayers + 1.0);
+    EXPECT_LE(c.h2d, (kLayers + 1) * kRow) << "no index list or mask should go to the device";
+    EXPECT_LE(c.d2h, (kLayers + 1) * kRow + kLayers * kMask);
   }
 }
 

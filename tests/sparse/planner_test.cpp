@@ -270,6 +270,24 @@ TEST(Planner, BudgetForEverythingGetsEachLayersOptimum) {
   }
 }
 
+// The fastest predicted time of every placement of 3 layers of 64 neurons (per layer attention
+// on the device or not, 0, 32 or 64 top neurons) within the budget: what the ILP must find.
+double best_of_every_placement(const PlanInput& in, uint64_t budget) {
+  double best = INFINITY;
+  for (int code = 0; code < 216; ++code) {
+    PlacementPlan p = empty_plan(3, 64);
+    int c = code;
+    for (int il = 0; il < 3; ++il, c /= 6) {
+      p.layers[il].attn_on_device = c % 2 == 1;
+      p.layers[il].hot = top_k(in.layers[il].fire_prob, static_cast<size_t>(32 * (c / 2 % 3)));
+    }
+    auto pr = predict_plan(in, p);
+    EXPECT_TRUE(pr.ok());
+    if (pr.ok() && pr->device_bytes <= budget) best = std::min(best, pr->seconds_per_token);
+  }
+  return best;
+}
+
 // Attention that is slower on the device than on the host once it pays its own round trip
 // (cheap attention, costly commands), in layers whose hot neurons belong on the device: with a
 // shared trip it rides along, without it stays on the host; both solvers see this, and the ILP
@@ -305,22 +323,80 @@ TEST(Planner, SharedTripPlacesAttentionWithHotNeurons) {
   const uint64_t budget = 2 * in.layers[0].attn_bytes + 3 * 32 * in.layers[0].neuron_bytes;
   auto ilp = plan_ilp(in, opts(budget, 32));
   ASSERT_TRUE(ilp.ok()) << ilp.message();
-  double best = INFINITY;
-  for (int code = 0; code < 216; ++code) {  // per layer: attention 0/1 x 0, 32 or 64 neurons
-    PlacementPlan p = empty_plan(3, 64);
-    int c = code;
-    for (int il = 0; il < 3; ++il, c /= 6) {
-      p.layers[il].attn_on_device = c % 2 == 1;
-      p.layers[il].hot = top_k(in.layers[il].fire_prob, static_cast<size_t>(32 * (c / 2 % 3)));
-    }
-    auto pr = predict_plan(in, p);
-    ASSERT_TRUE(pr.ok());
-    if (pr->device_bytes <= budget) best = std::min(best, pr->seconds_per_token);
-  }
+  const double best = best_of_every_placement(in, budget);
   EXPECT_NEAR(ilp->prediction.seconds_per_token, best, 1e-12);
   auto greedy = plan_greedy(in, opts(budget, 32));
   ASSERT_TRUE(greedy.ok());
   EXPECT_GE(greedy->prediction.seconds_per_token, best - 1e-12);
+}
+
+// A predictor that follows the attention to the device (LayerCosts::predictor_follows_attn):
+// by hand, the attention's device time gains its read and commands, the host part loses its
+// read, the device holds its bytes; and a large predictor on a slow host makes attention worth
+// moving even where the attention alone would not be: both solvers see this, the ILP finds
+// the optimum of every placement (enumerated) under a tight budget.
+TEST(Planner, PredictorFollowsTheAttention) {
+  PlanInput in;
+  in.hw = test_hw();
+  in.n_embd = 100;
+  LayerCosts l;
+  l.attn_bytes = 1'000'000;
+  l.neuron_bytes = 3000;
+  l.host_neuron_bytes = 2000;
+  l.host_fixed_bytes = 50'000;
+  l.predictor_bytes = 400'000;
+  l.predictor_store_bytes = 500'000;  // as the device charges it (a second layout)
+  l.predictor_follows_attn = true;
+  l.fire_prob = {0.8, 0.1, 0.5, 0.0};
+  in.layers = {l};
+  PlacementPlan p = empty_plan(1, 4);
+  p.layers[0].hot = {0};
+  auto host_attn = predict_plan(in, p);
+  ASSERT_TRUE(host_attn.ok()) << host_attn.message();
+  const double host_pred = 400'000 / 50e9;
+  EXPECT_NEAR(host_attn->layers[0].ffn_host_s,
+              (0.1 * 2000 + 0.5 * 2000 + 50'000) / 50e9 + host_pred, 1e-15);
+  EXPECT_EQ(host_attn->layers[0].device_bytes, 3000u);
+  p.layers[0].attn_on_device = true;
+  auto dev_attn = predict_plan(in, p);
+  ASSERT_TRUE(dev_attn.ok());
+  const double trip = 2e-6 + 2 * 100 * 4 / 25e9;
+  EXPECT_NEAR(dev_attn->layers[0].attn_s,
+              1e6 / 1000e9 + 10 * 0.5e-6 + trip + 400'000 / 1000e9 + 6 * 0.5e-6, 1e-15);
+  EXPECT_NEAR(dev_attn->layers[0].ffn_host_s, (0.1 * 2000 + 0.5 * 2000 + 50'000) / 50e9, 1e-15);
+  EXPECT_EQ(dev_attn->layers[0].device_bytes, 1'000'000u + 500'000 + 3000);
+
+  // Three layers whose attention alone is not worth a trip (cheap attention, costly commands)
+  // but whose predictors are: placed with the predictor, left on the host without it.
+  PlanInput three = power_law_input(3, 64);
+  three.hw.op_us = 0.1;
+  for (LayerCosts& c : three.layers) {
+    c.attn_bytes = 100'000;
+    c.kv_bytes = 0;
+    c.kv_read_bytes = 0;
+    c.predictor_bytes = 2'000'000;  // 40 us a token on the host, 2 on the device
+  }
+  for (bool follows : {false, true}) {
+    SCOPED_TRACE(follows ? "the predictor follows" : "the predictor stays on the host");
+    for (LayerCosts& c : three.layers) c.predictor_follows_attn = follows;
+    const uint64_t all = everything_bytes(three);
+    for (auto* fn : {&plan_greedy, &plan_ilp}) {
+      auto r = fn(three, opts(all, 32));
+      ASSERT_TRUE(r.ok()) << r.message();
+      for (const LayerPlacement& lp : r->plan.layers) EXPECT_EQ(lp.attn_on_device, follows);
+      EXPECT_LE(r->prediction.device_bytes, all);
+    }
+  }
+  const uint64_t budget = 2 * (100'000 + 2'000'000) + 2 * 32 * three.layers[0].neuron_bytes;
+  auto ilp = plan_ilp(three, opts(budget, 32));
+  ASSERT_TRUE(ilp.ok()) << ilp.message();
+  const double best = best_of_every_placement(three, budget);
+  EXPECT_NEAR(ilp->prediction.seconds_per_token, best, 1e-12);
+  EXPECT_LE(ilp->prediction.device_bytes, budget);
+  auto greedy = plan_greedy(three, opts(budget, 32));
+  ASSERT_TRUE(greedy.ok());
+  EXPECT_GE(greedy->prediction.seconds_per_token, best - 1e-12);
+  EXPECT_LE(greedy->prediction.device_bytes, budget);
 }
 
 TEST(Planner, BudgetNeverExceededAndSweepMonotone) {

@@ -13,5 +13,10 @@ TEST(VulkanBudgets, DecodeStepsStayWithinTheirSyncsAndBytes) {
   test::check_decode_budgets("vulkan:0");
 }
 
+TEST(VulkanBudgets, PredictorsRunWhereTheAttentionRunsThere) {
+  REQUIRE_VULKAN();
+  test::check_predictor_budgets("vulkan:0");
+}
+
 }  // namespace
 }  // namespace hc
