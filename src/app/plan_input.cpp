@@ -167,14 +167,14 @@ Result<sparse::PlanInput> plan_input_for(const LlamaModel& model, const ActStats
                                   : TensorView::make(dt, nullptr, hp.n_embd, hp.n_ff);
     // With a predictor on the device (it follows the attention), also the hot neurons' ids
     // (I32, one per slot): counted whenever the layer has a predictor, an upper bound.
+    // (A view without data is "empty": the flag says whether there are ids.)
     const bool pred = predictor && !L.fc1.empty();
-    const TensorView ids = pred ? TensorView::make(GgmlType::I32, nullptr, 1, hp.n_ff)
-                                : TensorView{};
-    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t, gate_b,
-                         ids](int64_t n) {
+    const TensorView ids = TensorView::make(GgmlType::I32, nullptr, 1, hp.n_ff);
+    c.hot_store_bytes = [d = &dev, gate = L.ffn_gate, up = L.ffn_up, down_t, gate_b, ids,
+                         pred](int64_t n) {
       return d->weight_bytes(gate, n) + (up.empty() ? 0 : d->weight_bytes(up, n)) +
              d->weight_bytes(down_t, n) + (gate_b.empty() ? 0 : d->weight_bytes(gate_b, n)) +
-             (ids.empty() ? 0 : d->weight_bytes(ids, n));
+             (pred ? d->weight_bytes(ids, n) : 0);
     };
     // Host: a firing cold neuron costs its up and down rows (and its gate row when a predictor
     // chose it); without a predictor every cold gate row is read for the firing test.
