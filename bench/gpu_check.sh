@@ -38,10 +38,13 @@
 #      (CUDA when nvcc exists) in build-llama/;
 #   2. runs the `gpu`, `vulkan` and `device` test labels (the device contract on every kind);
 #   3. writes the statistical twin (tools/synth/twin.h: a 7B shape whose neurons fire with the
-#      published power law, calibrated on the repo's docs) and its activation profile (another
-#      text: the synthetic vocabulary tokenizes any);
+#      published power law, calibrated on the repo's docs; gates of rank 496) twice, in llama's
+#      layout and in PowerInfer's with predictors of rank 1024 (the same weights), and their
+#      activation profile (another text: the synthetic vocabulary tokenizes any) with the
+#      predictors' recall and precision on it;
 #   4. for each device and VRAM budget of 10/25/50/100% of the model file: hotcold's hot/cold
-#      split (--sparse --stats --vram-budget: the planner places hot neurons and attention),
+#      split (--sparse --stats --vram-budget: the planner places hot neurons and attention;
+#      thresholds on the host's gate rows, and --predictor on the PowerInfer-layout copy),
 #      hotcold's dense layer offload under the same budget, and llama.cpp's partial offload
 #      (llama-bench -ngl = the layers hotcold's dense offload fitted), plus host-only baselines;
 #      decode tokens/s, the planner's prediction against the measurement, device bytes charged;
@@ -261,16 +264,29 @@ run_check() {
   step "the statistical twin $TWIN ($LAYERS layers) and its profile"
   mkdir -p "$BUILD/models"
   local M=$BUILD/models/$TWIN.$TYPE.gguf STATS=$BUILD/models/$TWIN.$TYPE.stats.gguf
-  local shape=(--layers "$LAYERS")
-  ((QUICK)) && shape=(--shape tiny --n-vocab 32000 --layers 4)
+  local MP=$BUILD/models/$TWIN.$TYPE.pwri.gguf
+  # Gates of rank 496 beside the twin's channel: its predictors, in the PowerInfer-layout copy
+  # MP, are exact before quantisation at PowerInfer's size (rank 2 x 496 + 32 = 1024).
+  local shape=(--layers "$LAYERS" --gate-rank 496)
+  ((QUICK)) && shape=(--shape tiny --n-vocab 32000 --layers 4 --gate-rank 48)
   # Calibrated on the repo's docs, profiled on README + tools' docs (another text).
   cat docs/*.md > "$BUILD/models/calib.txt"
   cat README.md tools/*/README.md bench/*.md 2>/dev/null > "$BUILD/models/corpus.txt" || true
   "$SYNTH" --twin "$TWIN" "${shape[@]}" --type "$TYPE" --calib "$BUILD/models/calib.txt" \
     -t "$JOBS" -o "$M" >> "$OUTDIR/gpu_check.log" 2>&1
+  # The same weights in PowerInfer's layout with the predictors (the same calibration: the
+  # same flags give the same biases), for hotcold's --predictor runs.
+  "$SYNTH" --twin "$TWIN" "${shape[@]}" --type "$TYPE" --calib "$BUILD/models/calib.txt" \
+    --powerinfer -t "$JOBS" -o "$MP" >> "$OUTDIR/gpu_check.log" 2>&1
   "$HC" profile -m "$M" -f "$BUILD/models/corpus.txt" -o "$STATS" -c 256 --chunks 8 -t "$JOBS" \
     > "$OUTDIR/profile.txt" 2>> "$OUTDIR/gpu_check.log"
   cat "$OUTDIR/profile.txt" >> "$OUTDIR/gpu_check.log"
+  # The predictors on that text: recall and precision per layer (4 chunks: the dense pass of a
+  # PowerInfer-layout file runs its transposed down matrices as a prompt-sized sparse product,
+  # slower than the matmul; on a 2-core AVX2 host 9x slower, docs/BENCHMARKS.md).
+  "$HC" profile -m "$MP" -f "$BUILD/models/corpus.txt" -o "$BUILD/models/pwri.stats.gguf" -c 256 \
+    --chunks 4 -t "$JOBS" > "$OUTDIR/profile_pwri.txt" 2>> "$OUTDIR/gpu_check.log"
+  cat "$OUTDIR/profile_pwri.txt" >> "$OUTDIR/gpu_check.log"
   local file_bytes
   file_bytes="$(stat -c %s "$M")"
   log "model $M: $((file_bytes >> 20)) MiB"
@@ -287,14 +303,15 @@ run_check() {
   local bench=(-p 0 -n "$TOKENS" -r "$REPS" --no-membw --json -t "$JOBS")
   local rows=() json_rows=()
   step "host-only baselines"
-  local host_dense host_sparse ll_host=""
+  local host_dense host_sparse host_pred ll_host=""
   host_dense="$("$HC" bench -m "$M" "${bench[@]}" 2>>"$OUTDIR/gpu_check.log")"
   host_sparse="$("$HC" bench -m "$M" "${bench[@]}" --sparse 2>>"$OUTDIR/gpu_check.log")"
+  host_pred="$("$HC" bench -m "$MP" "${bench[@]}" --predictor 2>>"$OUTDIR/gpu_check.log")"
   if [[ -n "$LLAMA_BENCH" ]]; then
     ll_host="$("$LLAMA_BENCH" -m "$M" -ngl 0 -p 0 -n "$TOKENS" -r "$REPS" -t "$JOBS" -o json 2>>"$OUTDIR/gpu_check.log" |
                python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["avg_ts"])' || true)"
   fi
-  log "host: dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s, llama.cpp ${ll_host:-n/a} tok/s"
+  log "host: dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s, sparse with predictors $(json_num "$host_pred" tg.tps_mean) tok/s, llama.cpp ${ll_host:-n/a} tok/s"
   step_done
   local dev
   for dev in ${DEVICES//,/ }; do
@@ -314,6 +331,11 @@ run_check() {
       hy="$("$HC" bench -m "$M" "${bench[@]}" --sparse --stats "$STATS" --vram-budget "$gib" \
              --device "$flag" 2>"$err")" || hy="{}"
       pred="$(grep -oE 'predicted [0-9.]+ tok/s' "$err" | tail -1 | grep -oE '[0-9.]+' || true)"
+      # PowerInfer's mode: the same split decided by the predictors (the PowerInfer-layout copy).
+      local hp hp_t
+      hp="$("$HC" bench -m "$MP" "${bench[@]}" --predictor --stats "$STATS" --vram-budget "$gib" \
+             --device "$flag" 2>>"$err")" || hp="{}"
+      hp_t="$(json_num "$hp" tg.tps_mean)"
       de="$("$HC" bench -m "$M" "${bench[@]}" --vram-budget "$gib" --device "$flag" 2>>"$err")" || de="{}"
       ngl="$(grep -oE '[0-9]+/[0-9]+ layers' "$err" | tail -1 | cut -d/ -f1 || true)"
       if [[ -n "$LLAMA_BENCH" && -n "$ngl" && $dev != cpu ]]; then
@@ -333,8 +355,10 @@ run_check() {
       err_pct="$(python3 -c "a='$hy_t'; p='$pred'; print(f'{100*(float(p)-float(a))/float(a):+.1f}%' if a and p else 'n/a')")"
       local de_rep
       de_rep="$(json_num "$de" device.replayed_tokens)"
-      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | $moved | ${de_t:-FAIL} (${ngl:-?} layers, ${de_rep:-?} replayed) | ${ll:-n/a} | $ratio |")
-      json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"syncs_per_token\": $(json_num "$hy" device.syncs_per_token | grep . || echo null), \"ops_per_token\": $(json_num "$hy" device.ops_per_token | grep . || echo null), \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
+      local pratio
+      pratio="$(python3 -c "a='$hp_t'; b='$ll'; print(f'{float(a)/float(b):.2f}x' if a and b else 'n/a')")"
+      rows+=("| $dev | overhead + $pct% ($(python3 -c "print(round($gib*1024))") MiB) | ${hy_t:-FAIL} | ${hp_t:-FAIL} | ${pred:-n/a} | $err_pct | ${ch:-?} | $moved | ${de_t:-FAIL} (${ngl:-?} layers, ${de_rep:-?} replayed) | ${ll:-n/a} | $ratio | $pratio |")
+      json_rows+=("{\"device\": \"$dev\", \"budget_pct\": $pct, \"hybrid_tps\": ${hy_t:-null}, \"hybrid_predictor_tps\": ${hp_t:-null}, \"predicted_tps\": ${pred:-null}, \"charged_mib\": ${ch:-null}, \"syncs_per_token\": $(json_num "$hy" device.syncs_per_token | grep . || echo null), \"ops_per_token\": $(json_num "$hy" device.ops_per_token | grep . || echo null), \"dense_offload_tps\": ${de_t:-null}, \"dense_layers\": ${ngl:-null}, \"llamacpp_tps\": ${ll:-null}}")
       log "${rows[-1]}"
       step_done
     done
@@ -482,10 +506,16 @@ run_check() {
     grep -E '^(layer|  +[0-9]+ |  mean| mean)' "$OUTDIR/profile.txt" 2>/dev/null || true
     echo '```'
     echo
-    echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
+    echo "Predictors (hc-synth-model --twin ${shape[*]} --powerinfer: $MP, the same weights in PowerInfer's layout) on that text:"
     echo
-    echo "| device | VRAM budget | hot/cold tok/s | planner predicted | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s (steps replayed) | llama.cpp -ngl tok/s | hot/cold vs llama.cpp |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
+    echo '```'
+    sed -n '/^# predictor:/,/^predictor recall/p' "$OUTDIR/profile_pwri.txt" 2>/dev/null || true
+    echo '```'
+    echo
+    echo "Host only: hotcold dense $(json_num "$host_dense" tg.tps_mean) tok/s, sparse $(json_num "$host_sparse" tg.tps_mean) tok/s, sparse with predictors $(json_num "$host_pred" tg.tps_mean) tok/s; llama.cpp ${ll_host:-n/a} tok/s."
+    echo
+    echo "| device | VRAM budget | hot/cold tok/s (thresholds) | hot/cold tok/s (predictors) | planner predicted (thresholds) | prediction error | charged MiB | hot/cold per token: syncs / commands / bytes to / bytes back | dense offload tok/s (steps replayed) | llama.cpp -ngl tok/s | thresholds vs llama.cpp | predictors vs llama.cpp |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     if [[ -s "$kern_txt" ]]; then
       echo

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 
 #include "app/commands.h"
 #include "app/common.h"
@@ -17,6 +18,7 @@
 #include "app/png.h"
 #include "core/log.h"
 #include "model/act_stats.h"
+#include "model/predictor_audit.h"
 
 namespace hc {
 
@@ -66,6 +68,23 @@ void print_table(const ActStats& st) {
   std::printf("%5s %11s %7.2f%%", "mean", "", 100 * sum_fire / n);
   for (double c : sum_cover) std::printf(" %7.2f%%", 100 * c / n);
   std::printf("\n");
+}
+
+// A file with predictors: how well they chose the neurons that fired (a pair: a token and a
+// neuron; predicted when the logit >= the layer's threshold, as the sparse FFN decides).
+void print_predictor_table(const PredictorAudit& a) {
+  std::printf(
+      "# predictor: fc1 / fc2 of the file against the dense activations; recall: share of the "
+      "firing (token, neuron) pairs predicted; precision: share of the predicted that fired\n");
+  std::printf("%5s %11s %8s %9s %9s\n", "layer", "threshold", "recall", "precision", "predicted");
+  double min_recall = 1.0;
+  for (int il = 0; il < a.n_layer(); ++il) {
+    const PredictorLayerAudit& l = a.layer(il);
+    min_recall = std::min(min_recall, l.recall());
+    std::printf("%5d %11.5g %7.3f%% %8.3f%% %8.3f%%\n", il, a.threshold(il), 100 * l.recall(),
+                100 * l.precision(), 100 * l.predicted_share());
+  }
+  std::printf("predictor recall: lowest layer %.4f\n", min_recall);
 }
 
 // Mixture of experts: how skewed each layer's routing is.
@@ -165,7 +184,14 @@ Status profile(const ProfileFlags& f) {
     stats.set_sparsity_target(static_cast<float>(sparsity));
   }
   const double t1 = now_seconds();
-  session.set_ffn_observer(&stats);
+  // Predictors in the file (PowerInfer's layout): audited against the dense pass as it runs.
+  std::unique_ptr<ThreadPool> audit_pool;
+  std::unique_ptr<PredictorAudit> audit;
+  if (PredictorAudit::applies(*model)) {
+    audit_pool = std::make_unique<ThreadPool>(sp.n_threads);
+    audit = std::make_unique<PredictorAudit>(*model, *audit_pool, &stats);
+  }
+  session.set_ffn_observer(audit ? static_cast<FfnObserver*>(audit.get()) : &stats);
   Status st = eval_corpus_chunks(session, tokens, n_ctx, n_chunk, "profile");
   session.set_ffn_observer(nullptr);
   HC_TRY(st);
@@ -179,6 +205,7 @@ Status profile(const ProfileFlags& f) {
     std::printf("fires when |act| > threshold (sparsity target %.2f)\n", sparsity);
   print_table(stats);
   if (hp.is_moe()) print_expert_table(stats);
+  if (audit) print_predictor_table(*audit);
   std::printf("tokens: %llu (%d chunks of %d)", static_cast<unsigned long long>(stats.n_tokens()),
               n_chunk, n_ctx);
   if (!relu) std::printf(", calibration: %d tokens in %.2f s", n_calib_chunks * n_ctx, t1 - t0);

@@ -436,6 +436,16 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
                       sc, pool);
 }
 
+void predictor_logits(const TensorView& fc1, const TensorView& fc2, ops::MatmulInput& in,
+                      std::vector<float>& hid, float* logit, ops::MatmulInput& pred_in,
+                      ThreadPool& pool) {
+  const int64_t n_tok = in.n_tok(), rank = fc1.ne1;
+  if (hid.size() < static_cast<size_t>(n_tok * rank)) hid.resize(static_cast<size_t>(n_tok * rank));
+  ops::matmul(fc1, in, hid.data(), pool);
+  for (int64_t i = 0; i < n_tok * rank; ++i) hid[i] = hid[i] > 0.0f ? hid[i] : 0.0f;
+  ops::matmul(fc2, hid.data(), n_tok, logit, pool, pred_in);
+}
+
 void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
                     const float* residual, int64_t n_tok, SparseScratch& sc, ThreadPool& pool) {
   if (sc.fire_given == il) {  // the device decided already (hybrid_forward.h device_predict)
@@ -445,14 +455,10 @@ void predict_firing(const LlamaModel& model, const SparseFfn& sparse, int il,
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   const int64_t n_ff = model.hparams().n_ff;
   sc.res_in.reset(residual, n_tok, model.hparams().n_embd);
-  const int64_t rank = L.fc1.ne1;
   const float thr = sc.predictor_threshold(sparse, il);
   if (sc.fire.size() < static_cast<size_t>(n_tok * n_ff)) sc.fire.resize(n_tok * n_ff);
-  if (sc.hid.size() < static_cast<size_t>(n_tok * rank)) sc.hid.resize(n_tok * rank);
   if (sc.logit.size() < static_cast<size_t>(n_tok * n_ff)) sc.logit.resize(n_tok * n_ff);
-  ops::matmul(L.fc1, sc.res_in, sc.hid.data(), pool);
-  for (int64_t i = 0; i < n_tok * rank; ++i) sc.hid[i] = sc.hid[i] > 0.0f ? sc.hid[i] : 0.0f;
-  ops::matmul(L.fc2, sc.hid.data(), n_tok, sc.logit.data(), pool, sc.pred_in);
+  predictor_logits(L.fc1, L.fc2, sc.res_in, sc.hid, sc.logit.data(), sc.pred_in, pool);
   sc.stats.bytes += all_bytes(L.fc1) + all_bytes(L.fc2);
   for (int64_t i = 0; i < n_tok * n_ff; ++i) sc.fire[i] = sc.logit[i] >= thr;
 }

@@ -196,6 +196,14 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
 void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, SparseScratch& sc,
                        ThreadPool& pool);
 
+// A predictor's logits, logit [n_tok, n_ff] = fc2 . relu(fc1 . x), for the rows x set in `in`
+// (the FFN input before ffn_norm, as PowerInfer's predictors read it). hid: scratch, grown to
+// [n_tok, rank]; pred_in: fc2's input scratch. predict_firing's arithmetic, for any fc1 / fc2
+// (hotcold profile's predictor audit and hc-synth-model's twin predictors use it too).
+void predictor_logits(const TensorView& fc1, const TensorView& fc2, ops::MatmulInput& in,
+                      std::vector<float>& hid, float* logit, ops::MatmulInput& pred_in,
+                      ThreadPool& pool);
+
 // The predictor's firing decision for every neuron of layer il: sc.fire [n_tok, n_ff] = 1 where
 // fc2 . relu(fc1 . x) >= the layer's predictor threshold, x [n_tok, n_embd] the FFN input
 // before ffn_norm (residual; quantised into sc.res_in). Needs sparse.use_predictor().

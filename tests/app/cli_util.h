@@ -139,4 +139,26 @@ class ReluStoriesProfileTest : public ::testing::Test {
   static inline std::string model_, stats_;
 };
 
+// The predictor table of `hotcold profile` (model/predictor_audit.h): rows "layer threshold
+// recall% precision% predicted%" after "# predictor:", as shares.
+struct PredictorRow {
+  double recall = -1, precision = -1, predicted = -1;
+};
+inline std::vector<PredictorRow> predictor_rows(const std::string& out) {
+  std::vector<PredictorRow> rows;
+  const size_t head = out.find("# predictor:");
+  if (head == std::string::npos) return rows;
+  size_t at = out.find('\n', out.find('\n', head) + 1);  // past the comment and the header
+  while (at != std::string::npos) {
+    int il = -1;
+    double thr, recall, precision, predicted;
+    if (std::sscanf(out.c_str() + at + 1, "%d %lf %lf%% %lf%% %lf%%", &il, &thr, &recall,
+                    &precision, &predicted) != 5)
+      break;
+    rows.push_back({recall / 100, precision / 100, predicted / 100});
+    at = out.find('\n', at + 1);
+  }
+  return rows;
+}
+
 }  // namespace hc::test

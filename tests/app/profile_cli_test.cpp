@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -168,6 +169,48 @@ TEST(ProfileCliRelu, ExactZerosAreNotFirings) {
     EXPECT_LT(fired, 0.95 * all);
   }
   expect_png(dir.file("relu.stats.png"), 1000, 640);
+}
+
+
+// Files with predictors get the audit: exact predictors (hc-synth-model --pred-kind gate: the
+// logit is rms(x) x gate) are right for every pair, random ones for about half of the firing
+// pairs; a file without predictors prints no such table.
+TEST(ProfileCliRelu, PredictorTableAgainstTheDenseActivations) {
+  ScratchDir dir;
+  const std::string synth =
+      (std::filesystem::path(HC_BINARY).parent_path() / "hc-synth-model").string();
+  const std::string corpus = corpus_slice(dir, 20000);
+  const auto profile = [&](const std::vector<std::string>& synth_args) {
+    const std::string model = dir.file("m.gguf");
+    std::vector<std::string> args = {"--shape", "tiny", "--layers", "3", "-o", model};
+    args.insert(args.end(), synth_args.begin(), synth_args.end());
+    CliResult r = run_binary(synth, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    r = run_hotcold({"profile", "-m", model, "-f", corpus, "-o", dir.file("s.gguf"), "-c", "64",
+                     "--chunks", "3"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  };
+  const std::string exact = profile({"--powerinfer", "--pred-kind", "gate", "--norm-jitter", "0.2"});
+  const std::vector<PredictorRow> e = predictor_rows(exact);
+  ASSERT_EQ(e.size(), 3u) << exact;
+  for (const PredictorRow& r : e) {
+    EXPECT_GE(r.recall, 0.999) << exact;
+    EXPECT_GE(r.precision, 0.999) << exact;
+    EXPECT_GT(r.predicted, 0.2) << exact;  // random ReLU gates fire about half their neurons
+    EXPECT_LT(r.predicted, 0.8) << exact;
+  }
+  EXPECT_TRUE(has(exact, "predictor recall: lowest layer ")) << exact;
+  const std::string random = profile({"--powerinfer"});
+  const std::vector<PredictorRow> rr = predictor_rows(random);
+  ASSERT_EQ(rr.size(), 3u) << random;
+  for (const PredictorRow& r : rr) {
+    EXPECT_GT(r.recall, 0.2) << random;
+    EXPECT_LT(r.recall, 0.8) << random;
+    EXPECT_LT(r.precision, 0.8) << random;
+  }
+  const std::string none = profile({"--act", "relu"});
+  EXPECT_FALSE(has(none, "# predictor:")) << none;
 }
 
 TEST_F(ProfileCli, UsageAndRuntimeErrors) {

@@ -103,13 +103,15 @@ struct Flags {
   float expert_skew = kUnsetFloat;
   bool falcon_norm2 = false;
   bool powerinfer = false;
-  std::string pred_kind = "random";
+  std::string pred_kind;  // empty: random (a twin's: its own exact low-rank predictor)
   int pred_rank = 0;  // 0: 64 for random predictors, gate_rank for gate predictors
   std::string pred_type = "f16";
   float sparse_threshold = 0.0f;
   std::string twin;   // --twin: a statistical twin (twin.h)
   std::string calib;  // --calib: the text it is calibrated on
   int calib_tokens = 512;
+  int gate_rank = 0;             // --gate-rank: a twin's gate of rank R beside the channel
+  float target_recall = 0.995f;  // --target-recall: a twin's predictor thresholds
 };
 
 // Validated flags.
@@ -145,6 +147,13 @@ struct Config {
   int calib_tokens = 0;
   float twin_channel = 0.0f;
   std::shared_ptr<std::vector<std::vector<float>>> twin_bias;
+  // --gate-rank R: every gate row is U_i V beside the channel (V [R, n_embd], twin.h), so that a
+  // predictor of rank 2 R + mean_block is exact up to rounding; 0: full-rank random gates.
+  int gate_rank = 0;
+  float target_recall = 0.0f;
+  // A twin in PowerInfer's layout: each layer's predictor threshold (chosen on --calib for
+  // target_recall) and what it gave there (hotcold.predictor.*); empty until calibrated.
+  std::vector<float> pred_thresholds, pred_recall, pred_precision;
 };
 
 // Tensors whose values are derived from another tensor's (`source`, drawn as it would be).
@@ -160,6 +169,9 @@ enum class Derived {
                // row 2 n_embd and -1/n_embd in row 2 n_embd + B (other rows zero)
   kPredFc2Ln,  // [n_ff, 2 n_embd + 2 B]: row i is (u_i, -u_i, -s_i, 0.., s_i, 0..) with u_i row
                // i of the source up as stored and s_i = u_i . w (w: the `aux` norm's weights)
+  // A twin's predictor for its low-rank gate (`source`, low_rank R; B = pred_block):
+  kTwinFc1,  // [2 R + B, n_embd]: V diag(w), -V diag(w), then w on the channel columns (row 2 R)
+  kTwinFc2,  // [n_ff, 2 R + B]: row i is (U_i, -U_i, a_i, 0..), a_i the gate row's channel bias
 };
 
 // One tensor to write: name, ggml shape, type, and how its values are drawn.
@@ -182,6 +194,9 @@ struct TensorSpec {
   float channel_value = 0.0f;
   std::shared_ptr<const std::vector<float>> channel_bias;
   bool zero_channel_rows = false;
+  // A twin's low-rank gate (--gate-rank): row i = U_i V over the non-channel columns (the
+  // channel holds channel_bias[i]); kTwinFc1 / kTwinFc2: the rank of their source gate.
+  int64_t low_rank = 0;
 };
 
 TensorSpec spec(std::string name, std::vector<int64_t> ne, GgmlType type, float stddev,
@@ -197,6 +212,8 @@ bool qk_norm_arch(const std::string& arch);
 bool moe_arch(const std::string& arch);
 bool head_dim_arch(const std::string& arch);
 int64_t mean_block(const WeightType& pred_type);
+// The same model in llama.cpp's layout (c without --powerinfer): what a twin is calibrated on.
+Config plain_layout(const Config& c);
 // Every tensor of the file c describes, in file order, and its metadata.
 std::vector<TensorSpec> tensor_specs(const Config& c);
 GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs);
@@ -205,6 +222,18 @@ Status write_model(const Config& c, const std::string& path);
 // A twin's calibration (twin.h), in twin.cpp: kTwinPasses times the file is written with the
 // current biases (beside c.out), run on c.calib, and every gate bias set from what it saw.
 Status calibrate_twin_biases(Config& c);
+// A twin in PowerInfer's layout (twin.h): the file written once more with the final biases, run
+// on c.calib, each layer's predictor threshold chosen for c.target_recall (c.pred_*).
+Status calibrate_twin_predictors(Config& c);
+// The twin's low-rank gate factors (TensorSpec::low_rank): V [R, n] (row-major; the channel
+// columns zero) with the gate's standard deviation, and U_i [R] of row i (1 / sqrt(R)), so that
+// every gate value has the variance of a full-rank one.
+std::vector<float> twin_gate_v(const std::string& gate, uint64_t seed, int64_t rank, int64_t n,
+                               float stddev);
+void twin_gate_u(const std::string& gate, uint64_t seed, int64_t rank, int64_t row, float* u);
+// The rows [row0, row1) of tensor t (row-major, in t.type), as the file holds them.
+void generate_rows(const TensorSpec& t, uint64_t seed, int threads, int64_t row0, int64_t row1,
+                   std::vector<uint8_t>* buf);
 std::string size_string(uint64_t bytes);
 
 }  // namespace hc::synth

@@ -136,7 +136,7 @@ int gate_rank(const Config& c, const WeightType& pred_type) {
 
 // The predictor's type must hold rows of n_embd (fc1) and of the rank (fc2).
 Status check_predictor(const Flags& f, const Config& c) {
-  if (f.pred_kind != "random" && f.pred_kind != "gate")
+  if (!f.pred_kind.empty() && f.pred_kind != "random" && f.pred_kind != "gate")
     return Status::Error("--pred-kind: expected random or gate, found '" + f.pred_kind + "'");
   const WeightType* t = find_type(f.pred_type);
   if (!t)
@@ -242,6 +242,13 @@ Status resolve_experts(const Flags& f, Config* c) {
   return Status::Ok();
 }
 
+Config plain_layout(const Config& c) {
+  Config p = c;
+  p.powerinfer = false;
+  p.write_act = p.act != natural_activation(p.arch, false);
+  return p;
+}
+
 namespace {
 
 Result<Config> validate_flags(const Flags& f) {
@@ -313,6 +320,9 @@ Result<Config> validate_flags(const Flags& f) {
   if (c.powerinfer) {
     HC_TRY(check_predictor(f, c));
     c.gate_predictor = f.pred_kind == "gate";
+    if (f.pred_kind == "gate" && !f.twin.empty())
+      return Status::Error("--pred-kind: a --twin's predictor is its own (exact for its "
+                           "low-rank gate); drop --pred-kind");
     c.pred_type = *find_type(f.pred_type);
     c.pred_rank = f.pred_rank != 0   ? f.pred_rank
                   : c.gate_predictor ? gate_rank(c, c.pred_type)
@@ -342,9 +352,15 @@ Result<Config> validate(const Flags& given) {
       return Status::Error("--twin: expected one of " + twin_names() + ", found '" + f.twin + "'");
     // The twin decides the architecture and activation; a shape and layer count may be given
     // (smaller ones for tests), a weight type too.
-    if (f.arch != "llama" || !f.act.empty() || f.powerinfer || f.experts > 0 || f.norm_jitter != 0)
+    if (f.arch != "llama" || !f.act.empty() || f.experts > 0 || f.norm_jitter != 0)
       return Status::Error("--twin " + f.twin + " sets the architecture, activation and norms: "
-                           "drop --arch, --act, --powerinfer, --experts and --norm-jitter");
+                           "drop --arch, --act, --experts and --norm-jitter");
+    if (f.powerinfer && f.gate_rank <= 0)
+      return Status::Error("--twin with --powerinfer needs --gate-rank R: the twin's predictor "
+                           "is exact for a gate of rank R, at rank 2 R + 32 (PowerInfer's 1024 "
+                           "at R = 496)");
+    if (!f.powerinfer && (f.pred_rank != 0 || !f.pred_kind.empty()))
+      return Status::Error("--pred-rank / --pred-kind need --powerinfer");
     if (f.calib.empty())
       return Status::Error("--twin needs --calib TEXT.txt: the text its firing is calibrated on");
     if (f.calib_tokens < 64 || f.calib_tokens > 65536)
@@ -357,6 +373,8 @@ Result<Config> validate(const Flags& given) {
     f.experts = 0;
   } else if (!f.calib.empty()) {
     return Status::Error("--calib calibrates a --twin; none given");
+  } else if (f.gate_rank != 0) {
+    return Status::Error("--gate-rank shapes a --twin's gate; none given");
   }
   if (f.shape.empty()) f.shape = "llama2-7b";
   if (f.layers < 0) f.layers = 2;
@@ -366,6 +384,31 @@ Result<Config> validate(const Flags& given) {
       return Status::Error("--twin: n_embd " + std::to_string(c.shape.n_embd) +
                            " leaves no room beside the " + std::to_string(kTwinChannel) +
                            "-wide constant channel");
+    const int free_cols = c.shape.n_embd - kTwinChannel;
+    if (f.gate_rank < 0 || f.gate_rank > free_cols)
+      return Status::Error("--gate-rank: expected 1.." + std::to_string(free_cols) +
+                           " (n_embd less the channel), found " + std::to_string(f.gate_rank));
+    if (!(f.target_recall > 0.5f && f.target_recall < 1.0f))
+      return Status::Error("--target-recall: expected a share in (0.5, 1), found " +
+                           std::to_string(f.target_recall));
+    c.gate_rank = f.gate_rank;
+    c.target_recall = f.target_recall;
+    if (c.powerinfer) {
+      const int rank = 2 * c.gate_rank + static_cast<int>(mean_block(c.pred_type));
+      if (f.pred_rank != 0 && f.pred_rank != rank)
+        return Status::Error("--twin with --gate-rank " + std::to_string(c.gate_rank) +
+                             ": the predictor's rank is 2 R + " +
+                             std::to_string(mean_block(c.pred_type)) + " = " +
+                             std::to_string(rank) + ", found --pred-rank " +
+                             std::to_string(f.pred_rank));
+      c.pred_rank = rank;
+      if (rank % dtype_traits(c.pred_type.type).block_size != 0)
+        return Status::Error("--pred-type " + std::string(c.pred_type.flag) +
+                             " needs the predictor's rank 2 R + " +
+                             std::to_string(mean_block(c.pred_type)) + " = " +
+                             std::to_string(rank) + " to be a multiple of its block size " +
+                             std::to_string(dtype_traits(c.pred_type.type).block_size));
+    }
     c.twin = twin;
     c.calib = f.calib;
     c.calib_tokens = f.calib_tokens;

@@ -137,6 +137,13 @@ int run(const std::vector<std::string>& args) {
   p.add_string("--calib", &f.calib,
                "--twin: text file the firing is calibrated on (the model itself is run on it)");
   p.add_int("--calib-tokens", &f.calib_tokens, "--twin: tokens of --calib used");
+  p.add_int("--gate-rank", &f.gate_rank,
+            "--twin: every gate row is U_i V beside the channel, V of rank R (the values' spread "
+            "unchanged), so that a predictor of rank 2 R + 32 is exact; needed for --powerinfer "
+            "(PowerInfer's predictor size, rank 1024: R = 496); 0 = full-rank gates");
+  p.add_float("--target-recall", &f.target_recall,
+              "--twin --powerinfer: each layer's predictor threshold keeps this share of the "
+              "firing (token, neuron) pairs of --calib");
   p.add_u64("--seed", &f.seed, "random seed");
   p.add_int("-t,--threads", &f.threads, "threads");
   p.add_string("-o,--output", &f.out, "output GGUF file (required)");
@@ -149,7 +156,8 @@ int run(const std::vector<std::string>& args) {
   Result<Config> c = validate(f);
   if (!c.ok()) return error(c.message(), 2);
   if (c->twin) {
-    const Status st = calibrate_twin_biases(*c);
+    Status st = calibrate_twin_biases(*c);
+    if (st.ok() && c->powerinfer) st = calibrate_twin_predictors(*c);
     if (!st.ok()) return error(st.message(), 1);
   }
   const Status written = write_then_rename(

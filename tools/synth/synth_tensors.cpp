@@ -118,9 +118,10 @@ struct SpecMaker {
   // `pred_gate` are the tensors the gate-exact predictor is built from (llama: ffn_norm and
   // ffn_gate; falcon: attn_norm and ffn_up; opt: ffn_norm and ffn_up). `down_bias` >= 0 (opt):
   // also ffn_down_t.bias with that standard deviation, after the weight.
+  // A twin (`twin_gate`: its low-rank gate spec) gets its exact predictor (kTwinFc1 / kTwinFc2).
   void add_sparse_ffn(const std::string& p, const std::string& pred_norm,
                       const std::string& pred_gate, std::vector<TensorSpec>* out,
-                      float down_bias = -1.0f) const {
+                      float down_bias = -1.0f, const TensorSpec* twin_gate = nullptr) const {
     const Shape& s = c.shape;
     TensorSpec down_t = matrix(p + "ffn_down_t.weight", s.n_embd, s.n_ff);  // [n_ff, n_embd]
     down_t.stddev = 1.0f / std::sqrt(static_cast<float>(s.n_ff));           // ffn_down's values
@@ -137,7 +138,21 @@ struct SpecMaker {
                           1.0f / std::sqrt(static_cast<float>(s.n_embd)));
     TensorSpec fc2 = spec(p + "fc2.weight", {c.pred_rank, s.n_ff}, pt,  // [n_ff, rank]
                           1.0f / std::sqrt(static_cast<float>(c.pred_rank)));
-    if (c.gate_predictor) {
+    if (twin_gate) {
+      const TensorSpec w_norm = norm(pred_norm);
+      for (TensorSpec* t : {&fc1, &fc2}) {
+        t->source = twin_gate->name;
+        t->low_rank = twin_gate->low_rank;
+        t->stddev = twin_gate->stddev;
+        t->pred_block = mean_block(c.pred_type);
+      }
+      fc1.derived = Derived::kTwinFc1;
+      fc1.aux = w_norm.name;
+      fc1.aux_stddev = w_norm.stddev;
+      fc1.aux_mean = w_norm.mean;
+      fc2.derived = Derived::kTwinFc2;
+      fc2.channel_bias = twin_gate->channel_bias;
+    } else if (c.gate_predictor) {
       const bool ln = layer_norm_arch(c.arch);
       const TensorSpec w_norm = norm(pred_norm);
       fc1.derived = ln ? Derived::kPredFc1Ln : Derived::kPredFc1;
@@ -216,10 +231,13 @@ std::vector<TensorSpec> llama_tensor_specs(const Config& c) {
     if (c.twin) {  // each neuron's bias, on the channel (the calibration's current values)
       out.back().channel_bias = std::make_shared<const std::vector<float>>(
           (*c.twin_bias)[static_cast<size_t>(il)]);
+      out.back().low_rank = c.gate_rank;
     }
+    const TensorSpec gate = out.back();
     out.push_back(m.matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));    // [n_ff, n_embd]
     if (c.powerinfer)
-      m.add_sparse_ffn(p, p + "ffn_norm.weight", p + "ffn_gate.weight", &out);
+      m.add_sparse_ffn(p, p + "ffn_norm.weight", p + "ffn_gate.weight", &out, -1.0f,
+                       c.twin ? &gate : nullptr);
     else
       out.push_back(m.matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));  // [n_embd, n_ff]
     if (c.twin) out.back().zero_channel_rows = true;
@@ -378,6 +396,21 @@ GgufWriter make_writer(const Config& c, const std::vector<TensorSpec>& specs) {
   if (c.write_act) w.set(a + "feed_forward_activation", GgufValue::str(c.act));
   // PowerInfer's predictor threshold: a neuron is computed when its logit >= this.
   if (c.powerinfer) w.set("powerinfer.sparse_threshold", GgufValue::f32(c.sparse_threshold));
+  if (c.gate_rank > 0) w.set("hotcold.synth.gate_rank", u32(c.gate_rank));
+  if (c.powerinfer && !c.pred_thresholds.empty()) {
+    // A twin's predictors (twin.h): per-layer thresholds chosen on --calib for the target
+    // recall, what they gave there, and the input they read (as train-predictor writes them).
+    const uint32_t rank = static_cast<uint32_t>(c.pred_rank);
+    GgufValue ranks;
+    ranks.type = GgufType::ARRAY;
+    ranks.elem_type = GgufType::UINT32;
+    ranks.arr_u.assign(static_cast<size_t>(c.n_layer), rank);
+    w.set("hotcold.predictor.thresholds", GgufValue::f32_array(c.pred_thresholds));
+    w.set("hotcold.predictor.input", GgufValue::str("residual"));
+    w.set("hotcold.predictor.rank", ranks);
+    w.set("hotcold.predictor.recall", GgufValue::f32_array(c.pred_recall));
+    w.set("hotcold.predictor.precision", GgufValue::f32_array(c.pred_precision));
+  }
   const SynthVocab v = make_vocab(s.n_vocab);
   w.set("tokenizer.ggml.model", GgufValue::str("llama"));
   w.set("tokenizer.ggml.tokens", GgufValue::str_array(v.tokens));

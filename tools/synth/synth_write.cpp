@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
+#include "ops/cpu/matmul.h"
 #include "quant/quant.h"
 #include "synth.h"
 
@@ -136,6 +137,67 @@ void predictor_row(const TensorSpec& t, uint64_t src_seed, int64_t r, const floa
   }
 }
 
+// ---- a twin's low-rank gate and its exact predictor -----------------------------------------
+
+std::vector<float> twin_gate_v(const std::string& gate, uint64_t seed, int64_t rank, int64_t n,
+                               float stddev) {
+  std::vector<float> v(static_cast<size_t>(rank * n));
+  const uint64_t sv = tensor_seed(gate + ".v", seed);
+  const int64_t ch = std::min<int64_t>(kTwinChannel, n);
+  for (int64_t k = 0; k < rank; ++k) {
+    float* row = v.data() + k * n;
+    draw_row(sv, k, stddev, 0.0f, row, n);
+    std::fill(row, row + ch, 0.0f);
+  }
+  return v;
+}
+
+void twin_gate_u(const std::string& gate, uint64_t seed, int64_t rank, int64_t row, float* u) {
+  draw_row(tensor_seed(gate + ".u", seed), row, 1.0f / std::sqrt(static_cast<float>(rank)), 0.0f,
+           u, rank);
+}
+
+// Rows [row0, row1) of a low-rank twin gate's values before its channel, U_r V (v:
+// twin_gate_v), [row1 - row0, n] row-major: one F32 matmul (V^T as the weight, the U rows as
+// its tokens; per element the same sum whatever the thread count), ~22 G multiply-adds for a
+// 7B layer's gate at rank 496.
+std::vector<float> low_rank_rows(const TensorSpec& t, uint64_t seed, const std::vector<float>& v,
+                                 int64_t row0, int64_t row1, ThreadPool* pool) {
+  const int64_t n = t.ne[0], rank = t.low_rank, rows = row1 - row0;
+  std::vector<float> vt(static_cast<size_t>(n * rank)), u(static_cast<size_t>(rows * rank));
+  for (int64_t k = 0; k < rank; ++k)
+    for (int64_t j = 0; j < n; ++j) vt[static_cast<size_t>(j * rank + k)] = v[static_cast<size_t>(k * n + j)];
+  for (int64_t r = 0; r < rows; ++r) twin_gate_u(t.name, seed, rank, row0 + r, u.data() + r * rank);
+  std::vector<float> g(static_cast<size_t>(rows * n));
+  ops::MatmulInput scratch;
+  ops::matmul(TensorView::make(GgmlType::F32, vt.data(), rank, n), u.data(), rows, g.data(), *pool,
+              scratch);
+  return g;
+}
+
+// Row r of a twin predictor (Derived::kTwinFc1 / kTwinFc2; twin.h). fc1 reads the un-normed FFN
+// input x: relu(V (w x)) - relu(-V (w x)) = V (w x), and the channel row's relu(w_c . x_c) is the
+// channel's (positive) sum; fc2 row i weighs them with U_i and the bias a_i, so the logit is
+// gate_i . (w x) = rms(x) x (gate_i . ffn_norm(x)) for the gate's values before quantisation.
+void twin_predictor_row(const TensorSpec& t, uint64_t seed, const std::vector<float>& v,
+                        const float* norm_w, int64_t r, float* row) {
+  const int64_t len = t.ne[0], rank = t.low_rank;
+  std::fill(row, row + len, 0.0f);
+  if (t.derived == Derived::kTwinFc1) {
+    if (r < 2 * rank) {
+      const float* vk = v.data() + (r % rank) * len;
+      const float sign = r < rank ? 1.0f : -1.0f;
+      for (int64_t j = 0; j < len; ++j) row[j] = sign * vk[j] * norm_w[j];
+    } else if (r == 2 * rank) {
+      for (int64_t j = 0; j < std::min<int64_t>(kTwinChannel, len); ++j) row[j] = norm_w[j];
+    }
+    return;
+  }
+  twin_gate_u(t.source, seed, rank, r, row);
+  for (int64_t k = 0; k < rank; ++k) row[rank + k] = -row[k];
+  row[2 * rank] = (*t.channel_bias)[static_cast<size_t>(r)];
+}
+
 // Rows of a tensor: the product of ne[1..] (a 3-D expert tensor: n_expert x ne[1]).
 int64_t n_rows(const TensorSpec& t) {
   int64_t rows = 1;
@@ -152,7 +214,8 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool, int64
   const int64_t rows = row1 - row0;
   const int64_t rb = row_bytes(t.type, ne0);
   buf->resize(static_cast<size_t>(rb * rows));
-  const bool pred = t.derived != Derived::kNone;
+  const bool twin_pred = t.derived == Derived::kTwinFc1 || t.derived == Derived::kTwinFc2;
+  const bool pred = t.derived != Derived::kNone && !twin_pred;
   // A tensor with a source holds the source's values (predictors: derived from them; opt's
   // ffn_down_t.bias: a dense file's ffn_down.bias as it is).
   const uint64_t seed_t = tensor_seed(t.source.empty() ? t.name : t.source, seed);
@@ -165,6 +228,16 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool, int64
     norm_w.resize(static_cast<size_t>(n_embd));
     draw_row(tensor_seed(t.aux, seed), 0, t.aux_stddev, t.aux_mean, norm_w.data(), n_embd);
   }
+  // A low-rank twin gate and its fc1 need V; fc1 the norm's weights too (`aux`).
+  std::vector<float> v, low_rank;  // low_rank: the gate's rows [row0, row1)
+  if (t.low_rank > 0 && t.derived == Derived::kNone)
+    low_rank = low_rank_rows(t, seed, twin_gate_v(t.name, seed, t.low_rank, ne0, t.stddev), row0,
+                             row1, pool);
+  if (t.derived == Derived::kTwinFc1) {
+    v = twin_gate_v(t.source, seed, t.low_rank, ne0, t.stddev);
+    norm_w.resize(static_cast<size_t>(ne0));
+    draw_row(tensor_seed(t.aux, seed), 0, t.aux_stddev, t.aux_mean, norm_w.data(), ne0);
+  }
   pool->run([&](int ith, int nth) {
     std::vector<float> row(static_cast<size_t>(ne0));  // [ne0], one row in f32
     std::vector<float> g;
@@ -173,10 +246,15 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool, int64
     ThreadPool::split(rows, ith, nth, &r0, &r1);
     for (int64_t i = r0; i < r1; ++i) {
       const int64_t r = row0 + i;
-      if (pred) {
+      if (twin_pred) {
+        twin_predictor_row(t, seed, v, norm_w.data(), r, row.data());
+      } else if (pred) {
         predictor_row(t, seed_t, r, norm_w.data(), row.data(), g, q);
       } else {
-        draw_row(seed_t, r, t.stddev, t.mean, row.data(), ne0);
+        if (t.low_rank > 0)
+          std::copy_n(low_rank.data() + i * ne0, ne0, row.data());
+        else
+          draw_row(seed_t, r, t.stddev, t.mean, row.data(), ne0);
         const int64_t ch = std::min<int64_t>(kTwinChannel, ne0);
         if (t.channel_value != 0.0f) std::fill(row.begin(), row.begin() + ch, t.channel_value);
         if (t.channel_bias)
@@ -191,6 +269,12 @@ void generate_tensor(const TensorSpec& t, uint64_t seed, ThreadPool* pool, int64
       quant::quantize_row(t.type, row.data(), buf->data() + i * rb, ne0);
     }
   });
+}
+
+void generate_rows(const TensorSpec& t, uint64_t seed, int threads, int64_t row0, int64_t row1,
+                   std::vector<uint8_t>* buf) {
+  ThreadPool pool(threads);
+  generate_tensor(t, seed, &pool, row0, row1, buf);
 }
 
 // "4.0 KiB", "70.3 MiB", "3.59 GiB".
@@ -228,8 +312,9 @@ void announce(const Config& c, uint64_t file_bytes) {
     extra += ", " + std::to_string(c.n_expert_used) + " of " + std::to_string(c.n_expert) +
              " experts of n_ff " + std::to_string(c.n_ff_exp) + ", skew " + num(c.expert_skew);
   if (c.falcon_norm2) extra += ", attn_norm_2";
+  if (c.gate_rank > 0) extra += ", gate rank " + std::to_string(c.gate_rank);
   if (c.powerinfer)
-    extra += ", PowerInfer layout (" + std::string(c.gate_predictor ? "gate" : "random") +
+    extra += ", PowerInfer layout (" + std::string(c.twin ? "twin" : c.gate_predictor ? "gate" : "random") +
              " predictor, rank " + std::to_string(c.pred_rank) + " " +
              dtype_name(c.pred_type.type) + ", threshold " + num(c.sparse_threshold) + ")";
   std::fprintf(stderr,

@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "model/ffn_observer.h"
 #include "model/llama_model.h"
+#include "model/sparse_ffn.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/ops.h"
 #include "quant/quant.h"
@@ -151,7 +152,132 @@ class Collector final : public FfnObserver {
   int64_t tokens_ = 0;
 };
 
+// Keeps, per layer, every token's FFN input before ffn_norm (what the predictor reads) and
+// which neurons fired (act != 0, the dense pass's activations).
+class InputCollector final : public FfnObserver {
+ public:
+  explicit InputCollector(int n_layer) : x_(static_cast<size_t>(n_layer)), fired_(x_.size()) {}
+  void on_ffn_input(int il, const float* x, int64_t n_tok, int64_t n_embd) override {
+    std::vector<float>& v = x_[static_cast<size_t>(il)];
+    v.insert(v.end(), x, x + n_tok * n_embd);
+  }
+  void on_ffn_activation(int il, const float* act, int64_t n_tok, int64_t n_ff) override {
+    std::vector<uint8_t>& f = fired_[static_cast<size_t>(il)];
+    for (int64_t i = 0; i < n_tok * n_ff; ++i) f.push_back(act[i] != 0.0f);
+  }
+  const std::vector<float>& x(int il) const { return x_[static_cast<size_t>(il)]; }
+  const std::vector<uint8_t>& fired(int il) const { return fired_[static_cast<size_t>(il)]; }
+
+ private:
+  std::vector<std::vector<float>> x_;
+  std::vector<std::vector<uint8_t>> fired_;
+};
+
+// Runs the model at `path` over the first tokens_max tokens of `text` in kTwinChunk chunks, each
+// from an empty cache (as hotcold profile -c reads it), with `obs` watching.
+Status run_chunks(const LlamaModel& model, std::shared_ptr<const LlamaModel> owner,
+                  const std::string& text, int tokens_max, int threads, FfnObserver* obs) {
+  std::vector<int32_t> tokens = model.tokenizer().encode(text, true, false);
+  if (static_cast<int>(tokens.size()) > tokens_max) tokens.resize(static_cast<size_t>(tokens_max));
+  if (tokens.size() < 64)
+    return Status::Error("--calib: the text gives " + std::to_string(tokens.size()) +
+                         " tokens, expected at least 64");
+  SessionParams sp;
+  sp.n_ctx = kTwinChunk;
+  sp.n_threads = threads;
+  Session session(std::move(owner), sp);
+  session.set_ffn_observer(obs);
+  for (size_t b = 0; b < tokens.size(); b += kTwinChunk) {
+    session.truncate(0);
+    const size_t n = std::min<size_t>(kTwinChunk, tokens.size() - b);
+    HC_TRY(session.eval(std::span<const int32_t>(tokens).subspan(b, n)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+PredictorChoice choose_threshold(const std::vector<float>& logit, const std::vector<uint8_t>& fired,
+                                 double target_recall) {
+  PredictorChoice ch;
+  std::vector<float> pos;  // the firing pairs' logits
+  for (size_t i = 0; i < logit.size(); ++i)
+    if (fired[i]) pos.push_back(logit[i]);
+  if (pos.empty()) return ch;  // nothing fired: threshold 0, recall 1 by convention
+  // The largest threshold that keeps at least target_recall of the firing pairs (>=).
+  const size_t k = static_cast<size_t>((1.0 - target_recall) * static_cast<double>(pos.size()));
+  std::nth_element(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(k), pos.end());
+  ch.threshold = pos[k];
+  int64_t predicted = 0, hit = 0, n_fired = 0;
+  for (size_t i = 0; i < logit.size(); ++i) {
+    const bool p = logit[i] >= ch.threshold;
+    predicted += p;
+    hit += p && fired[i];
+    n_fired += fired[i];
+  }
+  ch.recall = static_cast<double>(hit) / static_cast<double>(n_fired);
+  ch.precision = predicted ? static_cast<double>(hit) / static_cast<double>(predicted) : 1.0;
+  ch.predicted_share = static_cast<double>(predicted) / static_cast<double>(logit.size());
+  return ch;
+}
+
+Status calibrate_twin_predictors(Config& c) {
+  HC_ASSIGN_OR_RETURN(std::string text, read_text_file(c.calib));
+  const std::string tmp = c.out + ".calib.tmp";
+  Status st = write_model(plain_layout(c), tmp);
+  std::shared_ptr<const LlamaModel> model;
+  if (st.ok()) {
+    ModelFlags mf;
+    mf.model = tmp;
+    mf.threads = c.threads;
+    auto loaded = load_model_logged(mf);
+    if (loaded.ok()) model = *loaded; else st = loaded.status();
+  }
+  InputCollector col(c.n_layer);
+  if (st.ok()) st = run_chunks(*model, model, text, c.calib_tokens, c.threads, &col);
+  model.reset();
+  std::remove(tmp.c_str());
+  HC_TRY(st);
+  const std::vector<TensorSpec> specs = tensor_specs(c);  // PowerInfer's layout: fc1 / fc2
+  const auto find = [&](const std::string& name) -> const TensorSpec& {
+    for (const TensorSpec& t : specs)
+      if (t.name == name) return t;
+    std::abort();  // tensor_specs writes fc1 / fc2 for every layer of a PowerInfer twin
+  };
+  ThreadPool pool(c.threads);
+  c.pred_thresholds.assign(static_cast<size_t>(c.n_layer), 0.0f);
+  c.pred_recall = c.pred_precision = c.pred_thresholds;
+  std::fprintf(stderr, "%s: twin predictors (rank %d), thresholds for recall %.4f on %s:\n", kTool,
+               c.pred_rank, c.target_recall, c.calib.c_str());
+  const int64_t n_embd = c.shape.n_embd, n_ff = c.shape.n_ff;
+  for (int il = 0; il < c.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const TensorSpec& s1 = find(p + "fc1.weight");
+    const TensorSpec& s2 = find(p + "fc2.weight");
+    std::vector<uint8_t> b1, b2;
+    generate_rows(s1, c.seed, c.threads, 0, s1.ne[1], &b1);
+    generate_rows(s2, c.seed, c.threads, 0, s2.ne[1], &b2);
+    const TensorView fc1 = TensorView::make(s1.type, b1.data(), s1.ne[0], s1.ne[1]);
+    const TensorView fc2 = TensorView::make(s2.type, b2.data(), s2.ne[0], s2.ne[1]);
+    const std::vector<float>& x = col.x(il);
+    const int64_t T = static_cast<int64_t>(x.size()) / n_embd;
+    std::vector<float> logit(static_cast<size_t>(T * n_ff)), hid;
+    ops::MatmulInput in, pred_in;
+    for (int64_t t0 = 0; t0 < T; t0 += kTwinChunk) {  // the runtime's arithmetic, a chunk a call
+      const int64_t n = std::min<int64_t>(kTwinChunk, T - t0);
+      in.reset(x.data() + t0 * n_embd, n, n_embd);
+      predictor_logits(fc1, fc2, in, hid, logit.data() + t0 * n_ff, pred_in, pool);
+    }
+    const PredictorChoice ch = choose_threshold(logit, col.fired(il), c.target_recall);
+    c.pred_thresholds[static_cast<size_t>(il)] = ch.threshold;
+    c.pred_recall[static_cast<size_t>(il)] = static_cast<float>(ch.recall);
+    c.pred_precision[static_cast<size_t>(il)] = static_cast<float>(ch.precision);
+    std::fprintf(stderr,
+                 "  layer %2d: threshold %9.4g  recall %.4f  precision %.4f  predicted %5.1f%%\n",
+                 il, ch.threshold, ch.recall, ch.precision, 100 * ch.predicted_share);
+  }
+  return Status::Ok();
+}
 
 Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
                                                    const std::string& text, int tokens_max,
@@ -163,25 +289,11 @@ Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
   mf.threads = threads;
   HC_ASSIGN_OR_RETURN(std::shared_ptr<const LlamaModel> model, load_model_logged(mf));
   const LlamaHParams& hp = model->hparams();
-  std::vector<int32_t> tokens = model->tokenizer().encode(text, true, false);
-  if (static_cast<int>(tokens.size()) > tokens_max) tokens.resize(static_cast<size_t>(tokens_max));
-  if (tokens.size() < 64)
-    return Status::Error("--calib: the text gives " + std::to_string(tokens.size()) +
-                         " tokens, expected at least 64");
   // The text in chunks of kTwinChunk tokens from an empty cache, as `hotcold profile -c`
   // reads it: what a position sees depends on how far into its context it is.
-  SessionParams sp;
-  sp.n_ctx = kTwinChunk;
-  sp.n_threads = threads;
-  Session session(model, sp);
   ThreadPool pool(threads);
   Collector col(*model, pool);
-  session.set_ffn_observer(&col);
-  for (size_t b = 0; b < tokens.size(); b += kTwinChunk) {
-    session.truncate(0);
-    const size_t n = std::min<size_t>(kTwinChunk, tokens.size() - b);
-    HC_TRY(session.eval(std::span<const int32_t>(tokens).subspan(b, n)));
-  }
+  HC_TRY(run_chunks(*model, model, text, tokens_max, threads, &col));
   const int64_t T = col.tokens(), n_ff = hp.n_ff;
   std::vector<TwinLayerStats> stats(static_cast<size_t>(hp.n_layer));
   std::vector<float> wi(static_cast<size_t>(T));
@@ -214,8 +326,9 @@ Status calibrate_twin_biases(Config& c) {
         c.shape.n_ff, tw.firing, twin_top80(tw, il, c.n_layer), c.seed * 1000003u + il);
   const std::string tmp = c.out + ".calib.tmp";
   std::fprintf(stderr, "%s: twin %s: %s\n", kTool, tw.name, tw.source);
+  const Config plain = plain_layout(c);  // biases shared (twin_bias)
   for (int pass = 1; pass <= kTwinPasses; ++pass) {
-    const Status written = write_model(c, tmp);
+    const Status written = write_model(plain, tmp);
     auto stats = written.ok() ? calibrate_twin(tmp, text, c.calib_tokens, c.threads, p,
                                                c.twin_bias.get())
                               : Result<std::vector<TwinLayerStats>>(written);

@@ -51,7 +51,7 @@ inline constexpr TwinSpec kTwins[] = {
      "Bamboo-7B (Mistral-7B shape, dReLU): 90% sparsity of the gate; 30% covering 80% is an "
      "assumption"},
 };
-inline constexpr int kTwinPasses = 3;
+inline constexpr int kTwinPasses = 4;
 // Calibration reads its text in chunks of this many tokens, each from an empty cache.
 inline constexpr int kTwinChunk = 256;
 // The constant channel: the first kTwinChannel dimensions (one quantisation block, so that a
@@ -86,5 +86,15 @@ Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
                                                    int threads,
                                                    const std::vector<std::vector<float>>& p,
                                                    std::vector<std::vector<float>>* bias);
+
+// A twin predictor's threshold for one layer: the largest value at which at least
+// target_recall of the (token, neuron) pairs that fired have logit >= it, and what it gives
+// over `logit` / `fired` (both [T, n_ff]).
+struct PredictorChoice {
+  float threshold = 0.0f;
+  double recall = 1.0, precision = 1.0, predicted_share = 0.0;
+};
+PredictorChoice choose_threshold(const std::vector<float>& logit, const std::vector<uint8_t>& fired,
+                                 double target_recall);
 
 }  // namespace hc::synth
