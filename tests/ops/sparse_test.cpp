@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/sparse.h"
+#include "ops/cpu/sparse_kernels.h"
 #include "quant/quant.h"
 
 namespace hc {
@@ -96,7 +97,17 @@ TEST(Sparse, RowsGiveTheDenseMatmulBitsForTheSelectedRows) {
   }
 }
 
+// The sparse down kernels this CPU can run, by name.
+std::vector<std::pair<const char*, const ops::sparse_detail::Kernels*>> down_kernel_tables() {
+  std::vector<std::pair<const char*, const ops::sparse_detail::Kernels*>> t;
+  const std::string isa = quant::isa_name();
+  if (isa == "avx512") t.emplace_back("avx512", &ops::sparse_detail::avx512_kernels());
+  if (isa == "avx512" || isa == "avx2") t.emplace_back("avx2", &ops::sparse_detail::avx2_kernels());
+  return t;
+}
+
 TEST(Sparse, DownSimdBitIdenticalToScalarTwinAtAnyThreadCount) {
+  if (down_kernel_tables().empty()) GTEST_SKIP() << "no SIMD kernels on this CPU";
   for (GgmlType t : kTypes) {
     const int64_t n_ff = 75;
     // Short rows, rows of one 256-output register tile plus a tail, rows of several tiles.
@@ -116,6 +127,14 @@ TEST(Sparse, DownSimdBitIdenticalToScalarTwinAtAnyThreadCount) {
           ops::sparse_down(dt.view, idx.data(), n_idx, h.data(), n_tok, out.data(), pool);
           ASSERT_TRUE(same_bits(out, ref)) << dtype_name(t) << " n_out " << n_out << " n_tok "
                                            << n_tok << " threads " << nth;
+          // Every kernel table this CPU runs (an AVX-512 CPU runs the AVX2 kernels too).
+          for (const auto& [isa, k] : down_kernel_tables()) {
+            std::fill(out.begin(), out.end(), NAN);
+            ops::sparse_detail::sparse_down_with(k, dt.view, idx.data(), n_idx, h.data(), n_tok,
+                                                 out.data(), pool);
+            ASSERT_TRUE(same_bits(out, ref)) << isa << " " << dtype_name(t) << " n_out " << n_out
+                                             << " n_tok " << n_tok << " threads " << nth;
+          }
         }
       }
     }

@@ -14,15 +14,16 @@ namespace hc::ops {
 
 using namespace sparse_detail;
 
+const Kernels* sparse_detail::simd_kernels() {
+  static const Kernels* k = std::strcmp(quant::isa_name(), "avx512") == 0 ? &avx512_kernels()
+                            : std::strcmp(quant::isa_name(), "avx2") == 0 ? &avx2_kernels()
+                                                                          : nullptr;
+  return k;
+}
+
 namespace {
 
 int64_t block_size(GgmlType t) { return dtype_traits(t).block_size; }
-
-const Kernels* simd_kernels() {
-  static const Kernels* k =
-      std::strcmp(quant::isa_name(), "avx512") == 0 ? &avx512_kernels() : nullptr;
-  return k;
-}
 
 // Output columns are split between threads in units of whole blocks, at least 64 columns.
 int64_t split_unit(GgmlType t) { return std::max<int64_t>(64, block_size(t)); }
@@ -143,11 +144,16 @@ bool round_h_by_value(GgmlType dt, float* h, int64_t n) {
 
 void sparse_down(const TensorView& dt, const int32_t* idx, int64_t n_idx, const float* h,
                  int64_t n_tok, float* out, ThreadPool& pool) {
+  sparse_down_with(simd_kernels(), dt, idx, n_idx, h, n_tok, out, pool);
+}
+
+void sparse_detail::sparse_down_with(const Kernels* simd, const TensorView& dt, const int32_t* idx,
+                                     int64_t n_idx, const float* h, int64_t n_tok, float* out,
+                                     ThreadPool& pool) {
   check_down(dt, idx, n_idx);
   HC_CHECK(dt.packed == nullptr);
   const int64_t unit = split_unit(dt.type);
   const int64_t n_units = (dt.ne0 + unit - 1) / unit;
-  const Kernels* simd = simd_kernels();
   pool.run([&](int ith, int nth) {
     thread_local std::vector<float> tmp;
     int64_t b, e;

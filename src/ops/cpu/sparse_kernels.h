@@ -3,6 +3,8 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/tensor_view.h"
+#include "core/thread_pool.h"
 
 namespace hc::ops::sparse_detail {
 
@@ -29,5 +31,14 @@ struct Kernels {
 
 // AVX-512 kernels (sparse_avx512.cpp): call only on an AVX-512 CPU.
 const Kernels& avx512_kernels();
+// AVX2 kernels (sparse_avx2.cpp): call only on a CPU with AVX2, FMA and F16C.
+const Kernels& avx2_kernels();
+// What sparse_down uses on this CPU: the AVX-512 kernels, else AVX2, else none (the scalar twin),
+// as quant::isa_name() says.
+const Kernels* simd_kernels();
+// sparse_down (sparse.h) with the given kernels (null: the scalar twin's arithmetic); the
+// tests run every table the CPU supports.
+void sparse_down_with(const Kernels* simd, const TensorView& dt, const int32_t* idx,
+                      int64_t n_idx, const float* h, int64_t n_tok, float* out, ThreadPool& pool);
 
 }  // namespace hc::ops::sparse_detail
