@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -48,6 +49,8 @@ const Target kTargets[] = {
     {"bamboo-7b", 0.10, 0.30, 0.30},
 };
 constexpr int kLayers = 6;
+// gtest names a parameter by its bytes otherwise (a pointer: ctest's names change per build).
+void PrintTo(const Target& t, std::ostream* os) { *os << t.twin; }
 
 double top80_target(const Target& t, int il) {
   const double x = 2.0 * il / (kLayers - 1) - 1.0;

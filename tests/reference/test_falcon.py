@@ -64,7 +64,9 @@ COMMON = ["--arch", "falcon", "--shape", "tiny", "--layers", "2", "--norm-jitter
 VARIANTS = {"gqa": [], "mqa": ["--n-head-kv", "1"], "norm2": ["--falcon-norm2"]}
 N_VOCAB = 512
 REL_TOL = {"f32": 1e-3, "f16": 2.5e-3}
-REF_F64_TOL = 5e-5  # llama.cpp (F32 KV) vs float64 with ggml's GELU; measured <= 7.2e-6
+# llama.cpp (F32 KV) vs float64 with ggml's GELU: measured <= 7.2e-6 on AVX-512 hosts, 7.6e-5 on
+# an AVX2-only one (2026-12-02); the exact GELU is 1.7e-4 to 2.6e-4 away, so ggml's still tells.
+REF_F64_TOL = 1e-4
 PPL_REL_TOL = 1e-3
 NEAR_TIE = {"f32": 0.01, "f16": 0.02}
 N_GREEDY = 16
