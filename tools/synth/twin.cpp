@@ -239,10 +239,10 @@ Status calibrate_twin_predictors(Config& c) {
   std::remove(tmp.c_str());
   HC_TRY(st);
   const std::vector<TensorSpec> specs = tensor_specs(c);  // PowerInfer's layout: fc1 / fc2
-  const auto find = [&](const std::string& name) -> const TensorSpec& {
+  const auto find = [&](const std::string& name) -> const TensorSpec* {
     for (const TensorSpec& t : specs)
-      if (t.name == name) return t;
-    std::abort();  // tensor_specs writes fc1 / fc2 for every layer of a PowerInfer twin
+      if (t.name == name) return &t;
+    return nullptr;
   };
   ThreadPool pool(c.threads);
   c.pred_thresholds.assign(static_cast<size_t>(c.n_layer), 0.0f);
@@ -252,8 +252,11 @@ Status calibrate_twin_predictors(Config& c) {
   const int64_t n_embd = c.shape.n_embd, n_ff = c.shape.n_ff;
   for (int il = 0; il < c.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
-    const TensorSpec& s1 = find(p + "fc1.weight");
-    const TensorSpec& s2 = find(p + "fc2.weight");
+    const TensorSpec* f1 = find(p + "fc1.weight");
+    const TensorSpec* f2 = find(p + "fc2.weight");
+    if (!f1 || !f2) return Status::Error("internal: layer " + std::to_string(il) + " has no predictor");
+    const TensorSpec& s1 = *f1;
+    const TensorSpec& s2 = *f2;
     std::vector<uint8_t> b1, b2;
     generate_rows(s1, c.seed, c.threads, 0, s1.ne[1], &b1);
     generate_rows(s2, c.seed, c.threads, 0, s2.ne[1], &b2);
