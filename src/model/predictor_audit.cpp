@@ -15,13 +15,8 @@ bool PredictorAudit::applies(const LlamaModel& model) {
 
 PredictorAudit::PredictorAudit(const LlamaModel& model, ThreadPool& pool, FfnObserver* inner)
     : model_(model), pool_(pool), inner_(inner),
+      thresholds_(file_predictor_thresholds(model.hparams())),
       layers_(static_cast<size_t>(model.hparams().n_layer)) {}
-
-float PredictorAudit::threshold(int il) const {
-  const LlamaHParams& hp = model_.hparams();
-  return hp.predictor_thresholds.empty() ? hp.sparse_threshold
-                                         : hp.predictor_thresholds[static_cast<size_t>(il)];
-}
 
 void PredictorAudit::on_ffn_input(int il, const float* x, int64_t n_tok, int64_t n_embd) {
   const LlamaLayerWeights& L = model_.weights().layers[static_cast<size_t>(il)];

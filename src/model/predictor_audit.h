@@ -38,7 +38,7 @@ class PredictorAudit final : public FfnObserver {
                             int64_t n_ff) override;
 
   // The threshold the sparse FFN compares layer il's logits with (>=).
-  float threshold(int il) const;
+  float threshold(int il) const { return thresholds_[static_cast<size_t>(il)]; }
   const PredictorLayerAudit& layer(int il) const { return layers_[static_cast<size_t>(il)]; }
   int n_layer() const { return static_cast<int>(layers_.size()); }
 
@@ -50,6 +50,7 @@ class PredictorAudit final : public FfnObserver {
   std::vector<float> hid_, logit_;
   int pending_ = -1;  // the layer whose decisions logit_ holds
   int64_t pending_tok_ = 0;
+  std::vector<float> thresholds_;  // file_predictor_thresholds
   std::vector<PredictorLayerAudit> layers_;
 };
 

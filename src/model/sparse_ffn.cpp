@@ -59,8 +59,7 @@ Result<std::unique_ptr<const SparseFfn>> SparseFfn::build(const LlamaModel& mode
   s->max_union_share_ = opt.max_union_share;
   s->use_predictor_ = opt.use_predictor;
   s->pred_thresholds_ = !opt.predictor_thresholds.empty() ? opt.predictor_thresholds
-                        : !hp.predictor_thresholds.empty() ? hp.predictor_thresholds
-                                                           : std::vector<float>(hp.n_layer, hp.sparse_threshold);
+                                                           : file_predictor_thresholds(hp);
   for (int il = 0; il < hp.n_layer; ++il) {
     const LlamaLayerWeights& L = model.weights().layers[il];
     if (!L.ffn_down_t.empty()) {  // PowerInfer's file layout: already transposed
@@ -434,6 +433,12 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
   sc.stats.neurons += static_cast<uint64_t>(n_tok * n_ff);
   ffn_over_candidates(model, sparse, il, in, nullptr, n_ff, sc.fire.data(), gate, gate, up, out,
                       sc, pool);
+}
+
+std::vector<float> file_predictor_thresholds(const LlamaHParams& hp) {
+  return !hp.predictor_thresholds.empty()
+             ? hp.predictor_thresholds
+             : std::vector<float>(static_cast<size_t>(hp.n_layer), hp.sparse_threshold);
 }
 
 void predictor_logits(const TensorView& fc1, const TensorView& fc2, ops::MatmulInput& in,

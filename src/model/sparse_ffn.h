@@ -196,6 +196,10 @@ void sparse_ffn_layer(const LlamaModel& model, const SparseFfn& sparse, int il,
 void audit_activations(const LlamaModel& model, int il, ops::MatmulInput& in, SparseScratch& sc,
                        ThreadPool& pool);
 
+// The file's per-layer predictor thresholds: hotcold.predictor.thresholds, else
+// powerinfer.sparse_threshold for every layer (what the sparse FFN uses without an override).
+std::vector<float> file_predictor_thresholds(const LlamaHParams& hp);
+
 // A predictor's logits, logit [n_tok, n_ff] = fc2 . relu(fc1 . x), for the rows x set in `in`
 // (the FFN input before ffn_norm, as PowerInfer's predictors read it). hid: scratch, grown to
 // [n_tok, rank]; pred_in: fc2's input scratch. predict_firing's arithmetic, for any fc1 / fc2

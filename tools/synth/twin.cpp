@@ -14,6 +14,7 @@
 #include "engine/session.h"
 #include "model/ffn_observer.h"
 #include "model/llama_model.h"
+#include "model/predictor_train.h"
 #include "model/sparse_ffn.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/ops.h"
@@ -175,9 +176,9 @@ class InputCollector final : public FfnObserver {
 
 // Runs the model at `path` over the first tokens_max tokens of `text` in kTwinChunk chunks, each
 // from an empty cache (as hotcold profile -c reads it), with `obs` watching.
-Status run_chunks(const LlamaModel& model, std::shared_ptr<const LlamaModel> owner,
-                  const std::string& text, int tokens_max, int threads, FfnObserver* obs) {
-  std::vector<int32_t> tokens = model.tokenizer().encode(text, true, false);
+Status run_chunks(std::shared_ptr<const LlamaModel> model, const std::string& text,
+                  int tokens_max, int threads, FfnObserver* obs) {
+  std::vector<int32_t> tokens = model->tokenizer().encode(text, true, false);
   if (static_cast<int>(tokens.size()) > tokens_max) tokens.resize(static_cast<size_t>(tokens_max));
   if (tokens.size() < 64)
     return Status::Error("--calib: the text gives " + std::to_string(tokens.size()) +
@@ -185,7 +186,7 @@ Status run_chunks(const LlamaModel& model, std::shared_ptr<const LlamaModel> own
   SessionParams sp;
   sp.n_ctx = kTwinChunk;
   sp.n_threads = threads;
-  Session session(std::move(owner), sp);
+  Session session(std::move(model), sp);
   session.set_ffn_observer(obs);
   for (size_t b = 0; b < tokens.size(); b += kTwinChunk) {
     session.truncate(0);
@@ -196,30 +197,6 @@ Status run_chunks(const LlamaModel& model, std::shared_ptr<const LlamaModel> own
 }
 
 }  // namespace
-
-PredictorChoice choose_threshold(const std::vector<float>& logit, const std::vector<uint8_t>& fired,
-                                 double target_recall) {
-  PredictorChoice ch;
-  std::vector<float> pos;  // the firing pairs' logits
-  for (size_t i = 0; i < logit.size(); ++i)
-    if (fired[i]) pos.push_back(logit[i]);
-  if (pos.empty()) return ch;  // nothing fired: threshold 0, recall 1 by convention
-  // The largest threshold that keeps at least target_recall of the firing pairs (>=).
-  const size_t k = static_cast<size_t>((1.0 - target_recall) * static_cast<double>(pos.size()));
-  std::nth_element(pos.begin(), pos.begin() + static_cast<std::ptrdiff_t>(k), pos.end());
-  ch.threshold = pos[k];
-  int64_t predicted = 0, hit = 0, n_fired = 0;
-  for (size_t i = 0; i < logit.size(); ++i) {
-    const bool p = logit[i] >= ch.threshold;
-    predicted += p;
-    hit += p && fired[i];
-    n_fired += fired[i];
-  }
-  ch.recall = static_cast<double>(hit) / static_cast<double>(n_fired);
-  ch.precision = predicted ? static_cast<double>(hit) / static_cast<double>(predicted) : 1.0;
-  ch.predicted_share = static_cast<double>(predicted) / static_cast<double>(logit.size());
-  return ch;
-}
 
 Status calibrate_twin_predictors(Config& c) {
   HC_ASSIGN_OR_RETURN(std::string text, read_text_file(c.calib));
@@ -234,7 +211,7 @@ Status calibrate_twin_predictors(Config& c) {
     if (loaded.ok()) model = *loaded; else st = loaded.status();
   }
   InputCollector col(c.n_layer);
-  if (st.ok()) st = run_chunks(*model, model, text, c.calib_tokens, c.threads, &col);
+  if (st.ok()) st = run_chunks(model, text, c.calib_tokens, c.threads, &col);
   model.reset();
   std::remove(tmp.c_str());
   HC_TRY(st);
@@ -271,13 +248,14 @@ Status calibrate_twin_predictors(Config& c) {
       in.reset(x.data() + t0 * n_embd, n, n_embd);
       predictor_logits(fc1, fc2, in, hid, logit.data() + t0 * n_ff, pred_in, pool);
     }
-    const PredictorChoice ch = choose_threshold(logit, col.fired(il), c.target_recall);
+    // As train-predictor chooses its thresholds (model/predictor_train.h).
+    const PredictorMetrics ch = choose_threshold(logit, col.fired(il), c.target_recall);
     c.pred_thresholds[static_cast<size_t>(il)] = ch.threshold;
     c.pred_recall[static_cast<size_t>(il)] = static_cast<float>(ch.recall);
     c.pred_precision[static_cast<size_t>(il)] = static_cast<float>(ch.precision);
     std::fprintf(stderr,
                  "  layer %2d: threshold %9.4g  recall %.4f  precision %.4f  predicted %5.1f%%\n",
-                 il, ch.threshold, ch.recall, ch.precision, 100 * ch.predicted_share);
+                 il, ch.threshold, ch.recall, ch.precision, 100 * (1 - ch.predicted_sparsity));
   }
   return Status::Ok();
 }
@@ -296,7 +274,7 @@ Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
   // reads it: what a position sees depends on how far into its context it is.
   ThreadPool pool(threads);
   Collector col(*model, pool);
-  HC_TRY(run_chunks(*model, model, text, tokens_max, threads, &col));
+  HC_TRY(run_chunks(model, text, tokens_max, threads, &col));
   const int64_t T = col.tokens(), n_ff = hp.n_ff;
   std::vector<TwinLayerStats> stats(static_cast<size_t>(hp.n_layer));
   std::vector<float> wi(static_cast<size_t>(T));

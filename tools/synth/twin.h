@@ -87,14 +87,4 @@ Result<std::vector<TwinLayerStats>> calibrate_twin(const std::string& path,
                                                    const std::vector<std::vector<float>>& p,
                                                    std::vector<std::vector<float>>* bias);
 
-// A twin predictor's threshold for one layer: the largest value at which at least
-// target_recall of the (token, neuron) pairs that fired have logit >= it, and what it gives
-// over `logit` / `fired` (both [T, n_ff]).
-struct PredictorChoice {
-  float threshold = 0.0f;
-  double recall = 1.0, precision = 1.0, predicted_share = 0.0;
-};
-PredictorChoice choose_threshold(const std::vector<float>& logit, const std::vector<uint8_t>& fired,
-                                 double target_recall);
-
 }  // namespace hc::synth
