@@ -239,9 +239,16 @@ VecDot4Fn vec_dot4_fn(GgmlType t) { return dispatched(t, 0).vec_dot4; }
 VecDot4RowsFn vec_dot4_rows_fn(GgmlType t) { return dispatched(t, 0).vec_dot4_rows; }
 
 const char* isa_name() {
-  if (avx512_kernels()) return kAvx512Kernels.name;
-  if (avx2_kernels()) return kAvx2Kernels.name;
-  return "scalar";
+  // The dispatch table's choice: the CPU's best, capped by HOTCOLD_ISA as the table is (so the
+  // layers that pick their own kernels by this name, GEMM, decode layout, sparse FFN, follow).
+  static const char* const name = [] {
+    const char* cap = std::getenv("HOTCOLD_ISA");
+    const std::string c = cap ? cap : "";
+    if (avx512_kernels() && c != "ref" && c != "avx2") return kAvx512Kernels.name;
+    if (avx2_kernels() && c != "ref") return kAvx2Kernels.name;
+    return "scalar";
+  }();
+  return name;
 }
 
 }  // namespace hc::quant

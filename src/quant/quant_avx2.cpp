@@ -58,11 +58,30 @@ float vec_dot_f32(int64_t n, const void* w, const void* a) {
       [&](int s, int64_t i) { return p[s][i]; });
 }
 
+// ggml_vec_dot_f16 exactly as ggml's AVX2 build computes it (the F16 weights' dot product
+// llama.cpp runs on a CPU without AVX-512): 4 x 8 lanes of FMA over steps of 32, reduced as
+// GGML_F32x8_REDUCE ((a0 + a2) + (a1 + a3), lo + hi, two hadds), the tail added in double.
+// (AVX-512 hosts take the 16-lane decode layout, ops/cpu/repack.h, for F16 weights.)
 float vec_dot_f16(int64_t n, const void* w, const void* a) {
-  const fp16_t* p[2] = {static_cast<const fp16_t*>(w), static_cast<const fp16_t*>(a)};
-  return dot_floats<2>(
-      n, w, [&](int s, int64_t i) { return _mm256_cvtph_ps(loadu128(p[s] + i)); },
-      [&](int s, int64_t i) { return f16(p[s][i]); });
+  constexpr int64_t kAhead = 8192;  // as dot_floats: the next rows into L2
+  const fp16_t* x = static_cast<const fp16_t*>(w);
+  const fp16_t* y = static_cast<const fp16_t*>(a);
+  const char* wp = static_cast<const char*>(w);
+  const int64_t np = n & ~int64_t{31};
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (int64_t i = 0; i < np; i += 32) {
+    _mm_prefetch(wp + 2 * i + kAhead, _MM_HINT_T1);
+    a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(loadu128(x + i)), _mm256_cvtph_ps(loadu128(y + i)), a0);
+    a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(loadu128(x + i + 8)), _mm256_cvtph_ps(loadu128(y + i + 8)), a1);
+    a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(loadu128(x + i + 16)), _mm256_cvtph_ps(loadu128(y + i + 16)), a2);
+    a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(loadu128(x + i + 24)), _mm256_cvtph_ps(loadu128(y + i + 24)), a3);
+  }
+  const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  double sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(f16(x[i]) * f16(y[i]));
+  return static_cast<float>(sum);
 }
 
 inline __m256 bf16x8(const bf16_t* p) {

@@ -62,7 +62,7 @@ std::vector<double> exact(const AttnCase& s, int64_t t, int64_t pos, float scale
 }
 
 TEST(AttentionBatch, MatchesFloat64AndPerTokenPath) {
-  if (!ops::attention_batch_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  if (!ops::attention_batch_available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
   const float scale = 0.125f;
   for (int64_t pos0 : {0, 37}) {
     for (int64_t n_tok : {8, 33, 70}) {
@@ -80,9 +80,11 @@ TEST(AttentionBatch, MatchesFloat64AndPerTokenPath) {
           ops::attention_one(s.q.data() + t * s.n_head * s.hd, s.k.data(), s.v_t.data(), pos + 1,
                              pad, s.shape(), scale, {}, 0, s.n_head, one.data(), tmp.data());
           for (int i = 0; i < s.n_head * s.hd; ++i) {
-            // Both round q and the softmax weights to fp16 as ggml does; fp32 sums and an
-            // occasional one-ulp difference in a rounded weight stay well inside 1e-4.
-            ASSERT_NEAR(out[t * s.n_head * s.hd + i], want[i], 1e-4)
+            // Both round q and the softmax weights to fp16 as ggml does; the fp32 sums stay
+            // inside 1e-4, but a weight may round to the neighbouring fp16 value (one ulp,
+            // 2^-11 relative: 2.4e-4 for a weight of 0.5 against a v of 1), and with the avx2
+            // flavour's exp (HOTCOLD_ISA=avx2) one did (1.1e-4).
+            ASSERT_NEAR(out[t * s.n_head * s.hd + i], want[i], 6e-4)
                 << "pos0 " << pos0 << " n_tok " << n_tok << " t " << t << " i " << i << " threads " << nth;
             // ggml's path rounds q and the weights to fp16: 2^-11 relative per term.
             ASSERT_NEAR(one[i], want[i], 5e-3) << "per-token path, t " << t << " i " << i;

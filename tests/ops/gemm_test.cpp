@@ -108,6 +108,34 @@ TEST(Gemm, SimdKernelsBitIdenticalToScalarTwin) {
   }
 }
 
+TEST(Gemm, F32ActSimdBitIdenticalToScalarTwin) {
+  // The attention's float GEMM (fp32 activations, explicit strides): the AVX-512 or AVX2 kernel
+  // (HOTCOLD_ISA=avx2 picks the latter on an AVX-512 CPU: the avx2.* tests) against the scalar
+  // twin, over row tails, token tails past each kernel's tile (6 and 12), chunks of k and
+  // masked row strides.
+  if (!ops::gemm_f32_act_simd_available()) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    for (int64_t rows : {1, 7, 16, 21, 40}) {
+      for (int64_t k : {int64_t{64}, int64_t{1056}}) {
+        for (int64_t n_tok : {1, 5, 6, 7, 12, 13, 29}) {
+          const int64_t ldw = k + 8, ldx = k + 3, ldy = rows + 5;
+          const auto wf = randn(rows * ldw, 31 + static_cast<uint32_t>(rows + k));
+          std::vector<uint8_t> wbuf(row_bytes(t, ldw) * rows);
+          for (int64_t r = 0; r < rows; ++r)
+            quant::quantize_row(t, wf.data() + r * ldw, wbuf.data() + r * row_bytes(t, ldw), ldw);
+          const TensorView w{t, wbuf.data(), k, rows, row_bytes(t, ldw)};
+          const auto x = randn(n_tok * ldx, 7 + static_cast<uint32_t>(n_tok));
+          std::vector<float> y(n_tok * ldy, -3.0f), yr(y);
+          ops::gemm_f32_act(w, x.data(), ldx, n_tok, y.data(), ldy, /*simd=*/true);
+          ops::gemm_f32_act(w, x.data(), ldx, n_tok, yr.data(), ldy, /*simd=*/false);
+          ASSERT_EQ(0, std::memcmp(y.data(), yr.data(), y.size() * sizeof(float)))
+              << dtype_name(t) << " rows " << rows << " k " << k << " n_tok " << n_tok;
+        }
+      }
+    }
+  }
+}
+
 // matmul() takes the GEMM from kGemmMinTokens on: its output for a batch equals gemm()'s, and a
 // 7-token batch (per-row path) still matches the reference.
 TEST(Gemm, MatmulRoutesBatchesThroughGemm) {

@@ -10,12 +10,14 @@
 namespace hc::ops {
 
 AttentionKernels attention_kernels(int64_t n_tokens, int head_dim, int64_t n_kv_pad) {
-  // llamafile_sgemm (AVX-512 F16 x F16) takes a matmul with >= 2 columns when the inner size is
-  // a multiple of 16 and the rows a multiple of 4; otherwise ggml falls back to vec_dot_f16.
+  // llamafile_sgemm (F16 x F16) takes a matmul with >= 2 columns when the inner size is a
+  // multiple of its vector (16 lanes in ggml's AVX-512 build, 8 in its AVX2 one) and the rows
+  // a multiple of 4; otherwise ggml falls back to vec_dot_f16.
   AttentionKernels k;
+  const int kn = vec::flavour() == vec::Flavour::kAvx512 ? 16 : 8;
   if (n_tokens >= 2) {
-    if (head_dim % 16 == 0 && n_kv_pad % 4 == 0) k.kq = F16Matmul::kTinyBlas;
-    if (n_kv_pad % 16 == 0 && head_dim % 4 == 0) k.kqv = F16Matmul::kTinyBlas;
+    if (head_dim % kn == 0 && n_kv_pad % 4 == 0) k.kq = F16Matmul::kTinyBlas;
+    if (n_kv_pad % kn == 0 && head_dim % 4 == 0) k.kqv = F16Matmul::kTinyBlas;
   }
   return k;
 }
@@ -88,7 +90,7 @@ void round_fp16(const float* x, float* y, int64_t n, fp16_t* tmp) {
 }
 }  // namespace
 
-bool attention_batch_available() { return gemm_available(GgmlType::F16); }
+bool attention_batch_available() { return gemm_f32_act_simd_available(); }
 
 void attention_batch(const float* q, const fp16_t* k, const fp16_t* v_t, int64_t pos0,
                      int64_t n_tok, const AttentionShape& shape, float scale, float* out,

@@ -669,11 +669,26 @@ void gemm(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y, Threa
   run(w, xq, n_tok, y, pool, avx512_kernels());
 }
 
+namespace {
+// The float micro-kernels this CPU runs (AVX-512, else AVX2), honouring HOTCOLD_ISA; or none.
+const Kernels* float_simd_kernels() {
+  static const Kernels* const k = [] {
+    const char* isa = quant::isa_name();
+    if (std::strcmp(isa, "avx512") == 0) return &avx512_kernels();
+    if (std::strcmp(isa, "avx2") == 0) return &avx2_float_kernels();
+    return static_cast<const Kernels*>(nullptr);
+  }();
+  return k;
+}
+}  // namespace
+
+bool gemm_f32_act_simd_available() { return float_simd_kernels() != nullptr; }
+
 void gemm_f32_act(const TensorView& w, const float* x, int64_t ldx, int64_t n_tok, float* y,
                   int64_t ldy, bool simd) {
   HC_CHECK(is_float_type(w.type));
-  const Kernels& kern = simd ? avx512_kernels() : scalar_kernels();
-  HC_CHECK(!simd || gemm_available(w.type));
+  HC_CHECK(!simd || gemm_f32_act_simd_available());
+  const Kernels& kern = simd ? *float_simd_kernels() : scalar_kernels();
   float_groups(w, x, ldx, n_tok, y, ldy, 0, (w.ne1 + kLanes - 1) / kLanes, kern);
 }
 

@@ -38,8 +38,9 @@ void gemm_ref(const TensorView& w, const uint8_t* xq, int64_t n_tok, float* y);
 
 // Float-weight GEMM on the calling thread with fp32 activations and explicit strides (the
 // attention's score and value products): y[t * ldy + r] = sum_k W[r, k] * x[t * ldx + k] for
-// W of type F32 / F16 / BF16 with any row stride. simd: the AVX-512 kernel (requires
-// gemm_available(w.type)), else the scalar twin; the two are bit-identical.
+// W of type F32 / F16 / BF16 with any row stride. simd: the AVX-512 or AVX2 kernel (requires
+// gemm_f32_act_simd_available()), else the scalar twin; all are bit-identical.
+bool gemm_f32_act_simd_available();
 void gemm_f32_act(const TensorView& w, const float* x, int64_t ldx, int64_t n_tok, float* y,
                   int64_t ldy, bool simd);
 

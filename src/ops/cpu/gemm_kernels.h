@@ -121,6 +121,9 @@ struct Kernels {
 
 // The AVX-512 (F, BW, VL, VNNI) kernels; defined in gemm_avx512.cpp. Call only on such a CPU.
 const Kernels& avx512_kernels();
+// The float kernels alone on AVX2 + FMA + F16C (int_kernel and pack_group are null); defined
+// in gemm_avx2.cpp. Call only on such a CPU.
+const Kernels& avx2_float_kernels();
 // Their scalar twins; defined in gemm.cpp.
 const Kernels& scalar_kernels();
 
