@@ -39,10 +39,13 @@
 // matmul_rows (a server's decode steps, one row per sequence): always the mat-vec in groups
 // of 8, each row bit-identical to a one-row matmul (matvec.cu), the weights read once per 8.
 //
-// ffn_threshold / ffn_rows, per group of up to 8 tokens:
-//   gate pass   g[t, j] = gate[row j] . x_t          (ffn_rows: rows idx[j], skipped when no
-//                                                     token fires j)
-//   up pass     h[t, j] = fired ? act(g) * (up[row j] . x_t) : 0, rows no token fires skipped
+// ffn_threshold / ffn_rows, per group of up to 8 tokens, two kernels (plus the sum of the down
+// splits when there are several):
+//   gate + up   g[t, j] = gate[row j] . x_t          (ffn_rows: rows idx[j], skipped when no
+//                                                     token fires j), then
+//               h[t, j] = fired ? act(g) * (up[row j] . x_t) : 0, rows no token fires skipped
+//               (gate_up_kernel; a gate and up of different types, Falcon's ungated ReLU, or
+//               HOTCOLD_CUDA_FFN_FUSED=0: a gate pass and an up pass, the same bits)
 //   down        out[t] = sum_j h[t, j] Dt[row j]      (sparse_down_kernel, active rows only)
 //
 // ---- Memory accounting -------------------------------------------------------------------
@@ -349,6 +352,12 @@ void dequantize_rows(Device& dev, const TensorView& w, float* out) {
   auto* cuda = dynamic_cast<CudaDevice*>(&dev);
   HC_CHECK(cuda != nullptr);  // test hook: only for CUDA devices
   cuda->dequantize_rows(w, out);
+}
+
+void set_ffn_fused(Device& dev, bool fused) {
+  auto* cuda = dynamic_cast<CudaDevice*>(&dev);
+  HC_CHECK(cuda != nullptr);  // test hook: only for CUDA devices
+  cuda->set_ffn_fused(fused);
 }
 
 // ---- factory ----------------------------------------------------------------------------------

@@ -36,6 +36,9 @@ Status cuda_error(cudaError_t e, const std::string& call);
 Status cublas_error(cublasStatus_t s, const std::string& call);
 
 // Device memory and its size, for the scratch buffers.
+// HOTCOLD_CUDA_FFN_FUSED=0 turns off the fused gate + up kernel (A/B timing; same bits).
+bool ffn_fused_from_env();
+
 struct Scratch {
   void* p = nullptr;
   uint64_t bytes = 0;
@@ -158,6 +161,13 @@ class CudaDevice final : public Device {
   };
   void ffn(const char* op, const FfnArgs& a);
   void ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, int n_split, float* part);
+  bool fuse_gate_up(const FfnArgs& a) const;
+  bool ffn_fused_ = ffn_fused_from_env();  // gate and up in one kernel (set_ffn_fused: tests)
+
+ public:
+  void set_ffn_fused(bool on) { ffn_fused_ = on; }
+
+ private:
   int down_splits(int64_t n_rows, int64_t n_out) const;
 
   int ordinal_ = 0;

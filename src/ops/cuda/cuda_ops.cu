@@ -1,6 +1,7 @@
 // The queued operations of CudaDevice: argument checks, then kernel launches on the stream
 // (kernels.h); matmul and the FFN operators choose their kernels here (see cuda_device.cu).
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "ops/checks/device_checks.h"
@@ -304,9 +305,10 @@ void CudaDevice::ffn(const char* op, const FfnArgs& a) {
   for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxVecTokens) {
     ffn_group(a, t0, std::min(kMaxVecTokens, a.n_tok - t0), h, n_split, part);
   }
-  // Per group of tokens: gate, up (or Falcon's relu), down, and the sum of the down splits.
+  // Per group of tokens: gate and up in one launch (or gate, then up or Falcon's relu), down,
+  // and the sum of the down splits.
   const uint64_t groups = static_cast<uint64_t>((a.n_tok + kMaxVecTokens - 1) / kMaxVecTokens);
-  check_launch(op, groups * (3 + (n_split > 1 ? 1 : 0)));
+  check_launch(op, groups * ((fuse_gate_up(a) ? 2 : 3) + (n_split > 1 ? 1 : 0)));
 }
 
 // h [8, n_rows] (256-byte aligned), then the down splits [n_split, 8, n_embd] when n_split > 1.
@@ -346,7 +348,18 @@ Status CudaDevice::reserve_scratch(const ScratchNeeds& n) {
   return Status::Ok();
 }
 
-// Tokens [t0, t0 + nt), nt <= kMaxVecTokens: gate pass, up pass, down.
+// Whether ffn_group computes h in one launch (launch_gate_up): a gated kind whose gate and up
+// share a type, unless HOTCOLD_CUDA_FFN_FUSED=0 (the two launches, same bits: A/B timing).
+bool CudaDevice::fuse_gate_up(const FfnArgs& a) const {
+  return ffn_fused_ && a.kind != GluKind::kReluUngated && a.up && a.up->type == a.gate->type;
+}
+
+bool ffn_fused_from_env() {
+  const char* v = std::getenv("HOTCOLD_CUDA_FFN_FUSED");
+  return !(v && std::string(v) == "0");
+}
+
+// Tokens [t0, t0 + nt), nt <= kMaxVecTokens: h (gate and up, fused or not), then down.
 void CudaDevice::ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, int n_split,
                            float* part) {
   const int64_t n_embd = a.gate->ne0;
@@ -366,16 +379,22 @@ void CudaDevice::ffn_group(const FfnArgs& a, int64_t t0, int64_t nt, float* h, i
   p.threshold = a.threshold;
   p.glu_kind = static_cast<int>(a.kind);
   p.bias = a.gate_bias;
-  launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x (+ bias)
-  p.bias = nullptr;
-  if (a.kind == GluKind::kReluUngated) {  // no up (Falcon): h = fired ? relu(g) : 0
-    launch_ungated_relu(h, a.n_rows, nt, p.fire, p.ld_fire, a.threshold, stream_);
+  if (fuse_gate_up(a)) {
+    p.w_up = static_cast<const uint8_t*>(a.up->data);
+    p.nb1_up = a.up->nb1;
+    launch_gate_up(a.gate->type, p, stream_);  // h = fired ? act(g) * (up . x) : 0
   } else {
-    p.w = static_cast<const uint8_t*>(a.up->data);
-    p.nb1 = a.up->nb1;
-    p.mode = MatvecMode::kGlu;
-    p.gate = h;
-    launch_matvec(a.up->type, p, stream_);  // h = fired ? act(g) * (up . x) : 0
+    launch_matvec(a.gate->type, p, stream_);  // h = g = gate . x (+ bias)
+    p.bias = nullptr;
+    if (a.kind == GluKind::kReluUngated) {  // no up (Falcon): h = fired ? relu(g) : 0
+      launch_ungated_relu(h, a.n_rows, nt, p.fire, p.ld_fire, a.threshold, stream_);
+    } else {
+      p.w = static_cast<const uint8_t*>(a.up->data);
+      p.nb1 = a.up->nb1;
+      p.mode = MatvecMode::kGlu;
+      p.gate = h;
+      launch_matvec(a.up->type, p, stream_);  // h = fired ? act(g) * (up . x) : 0
+    }
   }
   float* out = a.out + t0 * n_embd;
   DownParams d;

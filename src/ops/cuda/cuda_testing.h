@@ -11,4 +11,8 @@ namespace hc::ops::cuda {
 // reported by dev.sync().
 void dequantize_rows(Device& dev, const TensorView& w, float* out);
 
+// Whether dev's FFN operators compute gate and up in one kernel (the default, unless
+// HOTCOLD_CUDA_FFN_FUSED=0) or in two: the two must give the same bits.
+void set_ffn_fused(Device& dev, bool fused);
+
 }  // namespace hc::ops::cuda

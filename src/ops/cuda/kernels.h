@@ -43,8 +43,19 @@ struct MatvecParams {
   int glu_kind = 0;  // 0 SiLU, 1 ReLU, 2 dReLU, 3 ungated ReLU
   // Modes kPlain / kSkipUnfired: y = dot + bias[row(j)] (an FFN gate's bias), or null.
   const float* bias = nullptr;
+  // launch_gate_up only: the up matrix (same type and row ids as w).
+  const uint8_t* w_up = nullptr;
+  int64_t nb1_up = 0;
 };
 bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream);
+
+// The FFN's gate and up passes in one kernel (a gated kind: glu_kind 0-2): per row j (weight
+// row idx[j]) g = gate . x (+ bias), then, for the rows some token fires (p.fire, else
+// |act(g)| > threshold), h = act(g) * (up . x); y[t * ldy + j] = h where token t fires, else 0.
+// Each dot product is the matvec kernel's (same chunks, lanes, fmaf chain and shuffle sum), so
+// y holds exactly what the gate pass (kPlain / kSkipUnfired) and then the up pass (kGlu) leave
+// there: one launch instead of two, x staged once per block where a row fits one chunk.
+bool launch_gate_up(GgmlType t, const MatvecParams& p, cudaStream_t stream);
 
 // out [n_rows, ne0] fp32 = rows [row0, row0 + n_rows) of W dequantised (bit-exact with
 // quant::dequantize_row_ref).

@@ -131,6 +131,87 @@ __global__ void __launch_bounds__(kMvWarps* kWarp, 2) matvec_kernel(const Matvec
   }
 }
 
+// launch_gate_up's kernel (kernels.h): the gate sweep over x's chunks, then, for the rows some
+// token fires, the up sweep (x restaged only when a row spans more than one chunk, or when no
+// row of the block needed the gate sweep).
+template <GgmlType T, int NT>
+__global__ void __launch_bounds__(kMvWarps* kWarp, 2) gate_up_kernel(const MatvecParams p) {
+  __shared__ __align__(16) float xs[NT][kMvChunk<NT>];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kMvWarps + warp) * kMvRowsPerWarp;
+  int64_t wrow[kMvRowsPerWarp];
+  bool live[kMvRowsPerWarp];
+  bool any = false;
+#pragma unroll
+  for (int r = 0; r < kMvRowsPerWarp; ++r) {
+    const int64_t j = j0 + r;
+    bool need = j < p.n_rows;
+    if (need && p.fire) {  // the gate pass's kSkipUnfired: rows no token fires are not read
+      need = false;
+      for (int64_t t = 0; t < p.n_tok; ++t) need = need || p.fire[t * p.ld_fire + j] != 0;
+    }
+    live[r] = need;
+    wrow[r] = need ? (p.idx ? p.idx[j] : j) : 0;
+    any = any || need;
+  }
+  float acc[kMvRowsPerWarp][NT] = {};
+  const bool block_gate = __syncthreads_or(any);
+  if (block_gate) {
+    for (int64_t c0 = 0; c0 < p.ne0; c0 += kMvChunk<NT>) {
+      stage_x<NT>(p, c0, xs);
+#pragma unroll
+      for (int r = 0; r < kMvRowsPerWarp; ++r) {
+        if (live[r]) dot_chunk<T, NT>(p.w + wrow[r] * p.nb1, c0, p.ne0, xs, acc[r]);
+      }
+    }
+  }
+  // g as the gate pass stores it (every lane holds the shuffle sum), and which tokens fire.
+  float g[kMvRowsPerWarp][NT];
+  bool up_live[kMvRowsPerWarp];
+  bool any_up = false;
+#pragma unroll
+  for (int r = 0; r < kMvRowsPerWarp; ++r) {
+    const int64_t j = j0 + r;
+    up_live[r] = false;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      float dot = warp_sum(acc[r][t]);
+      if (p.bias && live[r]) dot += p.bias[wrow[r]];
+      g[r][t] = live[r] ? dot : 0.0f;
+      if (t < p.n_tok && j < p.n_rows) {
+        const bool f = p.fire ? p.fire[t * p.ld_fire + j] != 0
+                              : fabsf(glu_act(g[r][t], p.glu_kind)) > p.threshold;
+        up_live[r] = up_live[r] || f;
+      }
+    }
+    any_up = any_up || up_live[r];
+  }
+  float acc_up[kMvRowsPerWarp][NT] = {};
+  if (__syncthreads_or(any_up)) {
+    const bool restage = p.ne0 > kMvChunk<NT> || !block_gate;
+    for (int64_t c0 = 0; c0 < p.ne0; c0 += kMvChunk<NT>) {
+      if (restage) stage_x<NT>(p, c0, xs);
+#pragma unroll
+      for (int r = 0; r < kMvRowsPerWarp; ++r) {
+        if (up_live[r]) dot_chunk<T, NT>(p.w_up + wrow[r] * p.nb1_up, c0, p.ne0, xs, acc_up[r]);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kMvRowsPerWarp; ++r) {
+    const int64_t j = j0 + r;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const float u = warp_sum(acc_up[r][t]);
+      if (lane == t && t < p.n_tok && j < p.n_rows) {
+        const bool f = p.fire ? p.fire[t * p.ld_fire + j] != 0
+                              : fabsf(glu_act(g[r][t], p.glu_kind)) > p.threshold;
+        p.y[t * p.ldy + j] = up_live[r] && f ? glu_value(g[r][t], u, p.glu_kind) : 0.0f;
+      }
+    }
+  }
+}
+
 // out [n_rows, ne0] = rows row0.. of W as fp32, one 8-element group per thread and step.
 template <GgmlType T>
 __global__ void dequant_rows_kernel(const uint8_t* w, int64_t nb1, int64_t ne0, int64_t row0,
@@ -158,6 +239,17 @@ bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
     if (blocks == 0 || p.n_tok <= 0) return;
     dispatch_tokens(p.n_tok, [&](auto nt) {
       matvec_kernel<decltype(tag)::value, decltype(nt)::value>
+          <<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
+    });
+  });
+}
+
+bool launch_gate_up(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
+  const int64_t blocks = (p.n_rows + kMvRowsPerBlock - 1) / kMvRowsPerBlock;
+  return dispatch_weight_type(t, [&](auto tag) {
+    if (blocks == 0 || p.n_tok <= 0) return;
+    dispatch_tokens(p.n_tok, [&](auto nt) {
+      gate_up_kernel<decltype(tag)::value, decltype(nt)::value>
           <<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
     });
   });
