@@ -66,6 +66,9 @@ static_assert(sizeof(QuantizePC) == 40);
 //   mode 1 (skip unfired): rows no token fires are not read and get y = 0; others y = dot
 //   mode 2 (glu):          rows no token fires are not read, y = 0; else
 //                          y = fired(t, j) ? act(gate[t * ldy + j]) * dot : 0 (gate may alias y)
+//   mode 3 (gate + up):    an FFN's mode 0 / 1 gate pass and mode 2 up pass in one dispatch, the
+//                          gate g held in registers (W_up = w_up, nb1_up, of W's type): the bits
+//                          the two passes leave in y
 //   act: glu_kind 0 SiLU x / (1 + e^-x), 1 ReLU max(x, 0) (the host's float operations, e^x to
 //   ~1 ulp: common.glsl hc_act).
 // Grid, by specialisation constant 0 (rows per lane, R):
@@ -78,9 +81,11 @@ struct MatvecPC {
   int64_t nb1, nbx;
   int32_t ne0, n_rows, n_tok, ldy, ld_fire, mode, glu_kind;
   float threshold;
-  uint64_t bias;  // modes 0 / 1: y = dot + bias[row(j)] (an FFN gate's bias; 0 = none)
+  uint64_t bias;  // modes 0 / 1 / 3: g = dot + bias[row(j)] (an FFN gate's bias; 0 = none)
+  uint64_t w_up;  // mode 3 (gate and up in one dispatch): the up matrix, of w's type
+  int64_t nb1_up;
 };
-static_assert(sizeof(MatvecPC) == 104);
+static_assert(sizeof(MatvecPC) == 120);  // within the 128 bytes every device pushes
 
 // down_<type>: the transposed down projection Dt [rows, n_out], row(j) = idx ? idx[j] : j:
 //   out[t * n_out + c] = sum over j < n_rows, in order, of h[t * n_rows + j] * Dt[row(j)][c]

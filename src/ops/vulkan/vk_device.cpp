@@ -1168,22 +1168,17 @@ void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
     g.threshold = a.threshold;
     g.bias = a.gate_bias ? addr_of(a.gate_bias) : 0;
     uint64_t seq = ops_recorded_;
-    dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));
-    keep_xq(seq, a.x, nx, hp, nh);
-    // up pass: h = fired ? act(g) * (up . x) : 0, in place; ungated, the same pass reads no
-    // weights and writes h = fired ? relu(g) : 0 (the gate's x and rows as harmless stand-ins).
-    MatvecPC u = g;
-    u.bias = 0;
-    const TensorView& uw = ungated ? *a.gate : *a.up;
-    if (!quantize_x(op, uw.type, a.x, a.n_tok, n_embd, &u.x, &u.nbx)) return;
-    u.x += static_cast<uint64_t>(t0 * u.nbx);
-    u.w = addr_of(uw.data);
-    u.nb1 = uw.nb1;
-    u.mode = 2;
-    u.gate = h;
-    seq = ops_recorded_;
-    dispatch(op, matvec_pipe(uw.type, nt), &u, sizeof u, matvec_groups(a.n_rows, nt));
-    keep_xq(seq, a.x, nx, hp, nh);
+    if (fuse_gate_up(a)) {  // gate and up in one dispatch (mode 3): h as the two passes leave it
+      g.mode = 3;
+      g.w_up = addr_of(a.up->data);
+      g.nb1_up = a.up->nb1;
+      dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));
+      keep_xq(seq, a.x, nx, hp, nh);
+    } else {
+      dispatch(op, matvec_pipe(a.gate->type, nt), &g, sizeof g, matvec_groups(a.n_rows, nt));
+      keep_xq(seq, a.x, nx, hp, nh);
+      if (!up_pass(op, a, g, t0, nx, nh)) return;
+    }
     float* out = a.out + t0 * n_embd;
     DownPC d{addr_of(a.down_t->data), h, addr_of(a.idx), addr_of(out), a.down_t->nb1,
              static_cast<int32_t>(n_embd), static_cast<int32_t>(a.n_rows),
@@ -1192,6 +1187,33 @@ void VulkanDevice::ffn(const char* op, const FfnArgs& a) {
     dispatch(op, down_pipe(a.down_t->type, nt), &d, sizeof d, down_groups(n_embd));
     keep_xq(seq, a.x, nx, out, nt * n_embd);
   }
+}
+
+// The FFN's up pass (mode 2) after a gate pass g: h = fired ? act(g) * (up . x) : 0, in place;
+// ungated, the same pass reads no weights and writes h = fired ? relu(g) : 0 (the gate's x and
+// rows as harmless stand-ins). False: the activations could not be quantised (reported).
+bool VulkanDevice::up_pass(const char* op, const FfnArgs& a, const MatvecPC& g, int64_t t0,
+                           int64_t nx, int64_t nh) {
+  const bool ungated = a.kind == GluKind::kReluUngated;
+  MatvecPC u = g;
+  u.bias = 0;
+  const TensorView& uw = ungated ? *a.gate : *a.up;
+  if (!quantize_x(op, uw.type, a.x, a.n_tok, a.gate->ne0, &u.x, &u.nbx)) return false;
+  u.x += static_cast<uint64_t>(t0 * u.nbx);
+  u.w = addr_of(uw.data);
+  u.nb1 = uw.nb1;
+  u.mode = 2;
+  u.gate = g.y;
+  const uint64_t seq = ops_recorded_;
+  dispatch(op, matvec_pipe(uw.type, g.n_tok), &u, sizeof u, matvec_groups(a.n_rows, g.n_tok));
+  keep_xq(seq, a.x, nx, reinterpret_cast<const float*>(g.y), nh);
+  return true;
+}
+
+// Whether ffn computes h in one dispatch (matvec mode 3): a gated kind whose gate and up share
+// a type (so one quantised x), unless HOTCOLD_VK_FFN_FUSED=0 (the two passes, same bits).
+bool VulkanDevice::fuse_gate_up(const FfnArgs& a) const {
+  return ffn_fused_ && a.kind != GluKind::kReluUngated && a.up && a.up->type == a.gate->type;
 }
 
 // ---- profile ------------------------------------------------------------------------------
@@ -1256,6 +1278,12 @@ void lose_device_for_test(Device& dev) {
   auto* vk = dynamic_cast<VulkanDevice*>(&dev);
   HC_CHECK(vk != nullptr);
   vk->lose_device();
+}
+
+void set_ffn_fused_for_test(Device& dev, bool fused) {
+  auto* vk = dynamic_cast<VulkanDevice*>(&dev);
+  HC_CHECK(vk != nullptr);
+  vk->set_ffn_fused(fused);
 }
 
 Result<std::vector<uint8_t>> quantized_activations_for_test(Device& dev, GgmlType t,

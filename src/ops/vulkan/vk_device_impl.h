@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -265,6 +266,20 @@ class VulkanDevice final : public Device {
     float* out;
   };
   void ffn(const char* op, const FfnArgs& a);
+  bool up_pass(const char* op, const FfnArgs& a, const MatvecPC& g, int64_t t0, int64_t nx,
+               int64_t nh);
+  bool fuse_gate_up(const FfnArgs& a) const;
+  // Gate and up in one dispatch (matvec mode 3) unless HOTCOLD_VK_FFN_FUSED=0; tests switch it
+  // (set_ffn_fused_for_test, vk_testing.h).
+  bool ffn_fused_ = [] {
+    const char* v = std::getenv("HOTCOLD_VK_FFN_FUSED");
+    return !(v && v[0] == '0' && v[1] == 0);
+  }();
+
+ public:
+  void set_ffn_fused(bool on) { ffn_fused_ = on; }
+
+ private:
 
   Fns* f_ = nullptr;
   VkPhysicalDevice phys_ = VK_NULL_HANDLE;

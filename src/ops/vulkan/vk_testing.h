@@ -12,6 +12,10 @@ namespace hc::ops::vk {
 // later operation is skipped and reported, every sync() is an error naming the loss.
 void lose_device_for_test(Device& dev);
 
+// Whether dev's FFN operators compute gate and up in one dispatch (the default, unless
+// HOTCOLD_VK_FFN_FUSED=0) or in two passes: the two must give the same bits.
+void set_ffn_fused_for_test(Device& dev, bool fused);
+
 // The bytes the device quantises x [n_tok, ne0] (device memory) to before a matmul with weights
 // of type t (the weight's vec_dot_type blocks, as the host's quantize_activations writes them).
 Result<std::vector<uint8_t>> quantized_activations_for_test(Device& dev, GgmlType t,

@@ -11,6 +11,11 @@
 //   bias (modes 0 / 1, may be 0): y = dot + bias[row(j)] for the rows computed (OPT's up bias);
 //   mode 2 with glu_kind 3 (ungated ReLU, Falcon): no dot product, W is not read;
 //           y = fired(t, j) ? relu(gate[t * ldy + j]) : 0.
+//   mode 3 (an FFN's gate and up passes in one dispatch, gated kinds): g(t) = W[row(j)] . xq[t]
+//           (+ bias[row(j)]), rows no token fires skipped when fire is set; then, for the rows
+//           some token fires (fire, else |act(g)| > threshold), u(t) = W_up[row(j)] . xq[t] and
+//           y = fired(t, j) ? act(g) * u : 0: exactly what mode 0 / 1 and then mode 2 leave in
+//           y (the same dot products, sums and rounding), with W_up of W's type (same xq).
 //
 // Two work splits, chosen by the runtime with specialisation constant 0 (kVkRowsPerLane):
 //
@@ -49,18 +54,28 @@ layout(push_constant) uniform PC {
   int ne0, n_rows, n_tok, ldy, ld_fire, mode, glu_kind;
   float threshold;
   uint64_t bias;
+  uint64_t w_up;  // mode 3
+  int64_t nb1_up;
 } pc;
+
+// Whether token t fires row j given its gate value g (mode 3).
+bool fires_g(uint j, int t, float g) {
+  if (pc.fire != 0ul) return ld8(pc.fire + uint64_t(int64_t(t) * pc.ld_fire + int64_t(j))) != 0u;
+  return abs(hc_act(g, pc.glu_kind)) > pc.threshold;
+}
 
 // Whether some token fires row j (always, in mode 0); which ones (fired[t]); their gate values
 // (mode 2, or mode 1 with a threshold).
+// Mode 3 asks as its gate pass would: always without fire (mode 0), by fire with it (mode 1).
 bool row_fires(uint j, int n_tok, out bool fired[HC_MAX_TOK], out float g[HC_MAX_TOK]) {
-  bool any = pc.mode == 0;
+  const int mode = pc.mode == 3 ? (pc.fire != 0ul ? 1 : 0) : pc.mode;
+  bool any = mode == 0;
   for (int t = 0; t < MAX_TOK; ++t) {
     fired[t] = false;
     g[t] = 0.0;
-    if (pc.mode != 0 && t < n_tok) {
+    if (mode != 0 && t < n_tok) {
       const int64_t yi = int64_t(t) * pc.ldy + int64_t(j);
-      if (pc.gate != 0ul && (pc.mode == 2 || pc.fire == 0ul)) {
+      if (pc.gate != 0ul && (mode == 2 || pc.fire == 0ul)) {
         g[t] = FloatRef(pc.gate + off4(yi)).v[0];
       }
       if (pc.fire != 0ul) {
@@ -79,14 +94,26 @@ uint64_t weight_row(uint j) {
   return pc.w + uint64_t(row * pc.nb1);
 }
 
+uint64_t up_row(uint j) {
+  const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
+  return pc.w_up + uint64_t(row * pc.nb1_up);
+}
+
+// Mode 3: g as the gate pass stores it (dot + bias).
+float gate_value(uint j, float dot) {
+  if (pc.bias == 0ul) return dot;
+  const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
+  return dot + FloatRef(pc.bias + off4(row)).v[0];
+}
+
 // y for token t of row j from its dot product (plus the gate's bias in modes 0 / 1).
 void store_y(uint j, int t, float dot, bool fired, float g) {
   float v = dot;
-  if (pc.mode != 2 && pc.bias != 0ul) {
+  if (pc.mode < 2 && pc.bias != 0ul) {
     const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
     v = dot + FloatRef(pc.bias + off4(row)).v[0];
   }
-  if (pc.mode == 2) v = fired ? hc_glu(g, dot, pc.glu_kind) : 0.0;
+  if (pc.mode >= 2) v = fired ? hc_glu(g, dot, pc.glu_kind) : 0.0;
   FloatRef(pc.y + off4(int64_t(t) * pc.ldy + int64_t(j))).v[0] = v;
 }
 
@@ -137,6 +164,41 @@ void main_row_per_group() {
     if (t < n_tok) red[t][lid] = acc[t];
   }
   barrier();
+  if (pc.mode == 3) {
+    // Every invocation sums every token's partials (the order invocation t uses), so all hold
+    // g and agree on which tokens fire; then the up row as a mode 2 pass would.
+    bool up_any = false;
+    for (int t = 0; t < MAX_TOK; ++t) {
+      if (t < n_tok) {
+        float dot = 0.0;
+        for (int i = 0; i < HC_LOCAL; ++i) dot += red[t][i];
+        g[t] = gate_value(j, dot);
+        fired[t] = fires_g(j, t, g[t]);
+        up_any = up_any || fired[t];
+      }
+    }
+    barrier();  // red is read by all before it is written again
+    if (!up_any) {  // uniform
+      if (lid == 0u) {
+        for (int t = 0; t < MAX_TOK; ++t) {
+          if (t < n_tok) FloatRef(pc.y + off4(int64_t(t) * pc.ldy + int64_t(j))).v[0] = 0.0;
+        }
+      }
+      return;
+    }
+    const uint64_t urow = up_row(j);
+    for (int t = 0; t < MAX_TOK; ++t) acc[t] = 0.0;
+    for (int u = int(lid); u < n_units; u += HC_LOCAL) {
+      const VD_WB wb = vd_load_w(urow, u, ne0);
+      for (int t = 0; t < MAX_TOK; ++t) {
+        if (t < n_tok) acc[t] += vd_dot(wb, vd_load_x(pc.x + uint64_t(t * pc.nbx), u, ne0));
+      }
+    }
+    for (int t = 0; t < MAX_TOK; ++t) {
+      if (t < n_tok) red[t][lid] = acc[t];
+    }
+    barrier();
+  }
   for (int t = 0; t < MAX_TOK; ++t) {
     if (t < n_tok && uint(t) == lid) {
       float dot = 0.0;
@@ -149,6 +211,25 @@ void main_row_per_group() {
 // ---- CPU: whole rows per invocation ----------------------------------------------------------
 
 #define MAX_R 4  // the largest ROWS_PER_LANE the runtime may ask for (vk_abi.h kVkMaxRowsPerLane)
+
+// acc[r][t] += the unit dot products of rows wrow[r] (live ones) with token t, units in order.
+void rows_dots(uint64_t wrow[MAX_R], bool live[MAX_R], int n_tok, int n_units, int ne0,
+               inout float acc[MAX_R][HC_MAX_TOK]) {
+  for (int u = 0; u < n_units; ++u) {
+    VD_WB wb[MAX_R];
+    for (int r = 0; r < MAX_R; ++r) {
+      if (live[r]) wb[r] = vd_load_w(wrow[r], u, ne0);
+    }
+    for (int t = 0; t < MAX_TOK; ++t) {
+      if (t < n_tok) {
+        const VD_XB xb = vd_load_x(pc.x + uint64_t(t * pc.nbx), u, ne0);
+        for (int r = 0; r < MAX_R; ++r) {
+          if (live[r]) acc[r][t] += vd_dot(wb[r], xb);
+        }
+      }
+    }
+  }
+}
 
 void main_rows_per_lane() {
   const int R = min(ROWS_PER_LANE, MAX_R);
@@ -170,21 +251,24 @@ void main_rows_per_lane() {
     any = any || live[r];
     for (int t = 0; t < MAX_TOK; ++t) acc[r][t] = 0.0;
   }
-  if (any) {
-    for (int u = 0; u < n_units; ++u) {
-      VD_WB wb[MAX_R];
-      for (int r = 0; r < MAX_R; ++r) {
-        if (live[r]) wb[r] = vd_load_w(wrow[r], u, ne0);
-      }
+  if (any) rows_dots(wrow, live, n_tok, n_units, ne0, acc);
+  if (pc.mode == 3) {  // g from the gate dots, which tokens fire, then the up dots
+    any = false;
+    for (int r = 0; r < MAX_R; ++r) {
+      const uint j = base + L * uint(r);
+      const bool in_range = r < R && j < uint(pc.n_rows);
+      bool up = false;
       for (int t = 0; t < MAX_TOK; ++t) {
-        if (t < n_tok) {
-          const VD_XB xb = vd_load_x(pc.x + uint64_t(t * pc.nbx), u, ne0);
-          for (int r = 0; r < MAX_R; ++r) {
-            if (live[r]) acc[r][t] += vd_dot(wb[r], xb);
-          }
-        }
+        g[r][t] = in_range && live[r] ? gate_value(j, acc[r][t]) : 0.0;
+        fired[r][t] = in_range && t < n_tok && fires_g(j, t, g[r][t]);
+        up = up || fired[r][t];
+        acc[r][t] = 0.0;
       }
+      live[r] = up;
+      wrow[r] = up ? up_row(j) : 0ul;
+      any = any || up;
     }
+    if (any) rows_dots(wrow, live, n_tok, n_units, ne0, acc);
   }
   for (int r = 0; r < MAX_R; ++r) {
     const uint j = base + L * uint(r);
