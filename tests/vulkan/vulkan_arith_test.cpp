@@ -29,6 +29,8 @@
 namespace hc::ops {
 namespace {
 
+using vk_test::randn;
+
 
 // Device 0 with the work splits forced by HC_VK_SPLIT ("" = the device's default).
 std::unique_ptr<Device> open_first(const char* split = "") {
@@ -51,14 +53,6 @@ struct DevMem {
   }
   ~DevMem() { dev->free(p); }
 };
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
 
 // Activation rows of ne0 (a multiple of 256) that exercise the quantisers' edge cases, one kind
 // per row: random at several scales, exact halves of the rounding step (ties), a zero block,

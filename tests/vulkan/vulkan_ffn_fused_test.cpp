@@ -22,13 +22,7 @@
 namespace hc::ops {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+using vk_test::randn;
 
 // Device memory holding bytes, freed with the device.
 struct Up {

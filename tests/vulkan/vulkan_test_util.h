@@ -5,8 +5,11 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "ops/device.h"
 #include "ops/vulkan/vk_device.h"
@@ -30,6 +33,15 @@ inline std::shared_ptr<Device> open_device0() {
   auto d = open_device(o);
   EXPECT_TRUE(d.ok()) << d.message();
   return d.ok() ? std::shared_ptr<Device>(std::move(*d)) : nullptr;
+}
+
+// n normal floats (mean 0, sd scale) from seed.
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
 }
 
 }  // namespace hc::ops::vk_test

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 namespace hc::ops::vec {
@@ -36,19 +35,6 @@ float v_expf(float x) {
 }
 
 
-namespace {
-inline uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-}  // namespace
-
 float v_expf_avx2(float x) {
   // ggml_v_expf, __AVX2__ && __FMA__ branch: the same reduction as the AVX-512 one, but the
   // polynomial's last term is a product (not an fma with 1), 2^n is built from z's bits and
@@ -57,16 +43,16 @@ float v_expf_avx2(float x) {
   const float z = std::fma(x, 0x1.715476p+0f, r);
   const float n = z - r;
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
-  const uint32_t e = bits(z) << 23;
-  const float k = from_bits(e + bits(1.0f));
+  const uint32_t e = fp32_to_bits(z) << 23;
+  const float k = fp32_from_bits(e + fp32_to_bits(1.0f));
   const float u = b * b;
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
                                     std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
                            u, 0x1.ffffecp-1f * b);
   if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);  // NaN compares false: this path
   const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-  const float s1 = from_bits(g + 0x7f000000u);
-  const float s2 = from_bits(e - g);
+  const float s1 = fp32_from_bits(g + 0x7f000000u);
+  const float s2 = fp32_from_bits(e - g);
   if (std::fabs(n) > 192.0f) return s1 * s1;
   return std::fma(s2, j, s2) * s1;
 }
@@ -87,53 +73,76 @@ float reduce_dot_8(const float* a) {
 
 namespace {
 
+// One flavour of ggml's x86 build, for the twins below: W float lanes; the last step of the
+// f16 dot's GGML_F32xW_REDUCE; the horizontal sum of one vector (tinyBLAS's hsum, soft_max's
+// block sum); ggml_v_expf's branch. avx512: 16 lanes, _mm512_reduce_add_ps for both sums;
+// avx2: 8 lanes, two hadds for the dot, movehl / movehdup for the vector sum.
+struct Avx512Order {
+  static constexpr int kW = 16;
+  static float dot_reduce(const float* a) { return reduce_add_16(a); }
+  static float vec_sum(const float* a) { return reduce_add_16(a); }
+  static float expf(float x) { return v_expf(x); }
+};
+struct Avx2Order {
+  static constexpr int kW = 8;
+  static float dot_reduce(const float* a) { return reduce_dot_8(a); }
+  static float vec_sum(const float* a) { return hsum_8(a); }
+  static float expf(float x) { return v_expf_avx2(x); }
+};
+
+// ggml_vec_dot_f16: GGML_F16_STEP = 4 W, 4 accumulators of W lanes reduced (a0 + a2) + (a1 +
+// a3), then dot_reduce; the tail beyond n & ~(4W - 1) in double.
+template <class O>
 float dot_f16(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
-  const int64_t np = n & ~int64_t{63};
-  float acc[4][16] = {};
-  for (int64_t i = 0; i < np && i < n_valid; i += 64) {
+  constexpr int W = O::kW;
+  const int64_t np = n & ~int64_t{4 * W - 1};
+  float acc[4][W] = {};
+  for (int64_t i = 0; i < np && i < n_valid; i += 4 * W) {
     for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 16; ++l) {
-        const int64_t e = i + 16 * c + l;
+      for (int l = 0; l < W; ++l) {
+        const int64_t e = i + W * c + l;
         if (e >= n_valid) continue;  // a zero product leaves the lane unchanged
         acc[c][l] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[c][l]);
       }
     }
   }
-  float s[16];
-  for (int l = 0; l < 16; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  double sum = reduce_add_16(s);
+  float s[W];
+  for (int l = 0; l < W; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  double sum = O::dot_reduce(s);
   for (int64_t e = np; e < n_valid; ++e)
     sum += static_cast<double>(fp16_to_fp32(x[e]) * fp16_to_fp32(y[e]));
   return static_cast<float>(sum);
 }
 
+// tinyBLAS<W>: one accumulator of W lanes, vec_sum at the end.
+template <class O>
 float dot_f16_tinyblas(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
-  float acc[16] = {};
+  float acc[O::kW] = {};
   for (int64_t e = 0; e < n_valid && e < n; ++e)
-    acc[e % 16] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[e % 16]);
-  return reduce_add_16(acc);
+    acc[e % O::kW] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[e % O::kW]);
+  return O::vec_sum(acc);
 }
 
-void dot_f16_rows(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y, int64_t n_valid,
-                  int64_t n, float* out) {
-  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16(x + r * ldx, y, n_valid, n);
+template <float (*Dot)(const fp16_t*, const fp16_t*, int64_t, int64_t)>
+void rows(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y, int64_t n_valid, int64_t n,
+          float* out) {
+  for (int64_t r = 0; r < nr; ++r) out[r] = Dot(x + r * ldx, y, n_valid, n);
 }
 
-void dot_f16_tinyblas_rows(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y,
-                           int64_t n_valid, int64_t n, float* out) {
-  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16_tinyblas(x + r * ldx, y, n_valid, n);
-}
-
+// ggml_vec_soft_max_f32: blocks of W below n & ~(W - 1) with the flavour's expf, each block
+// summed in float (vec_sum) and added in double; expf above.
+template <class O>
 double soft_max(float* y, const float* x, int64_t n_valid, int64_t n, float max) {
-  const int64_t n16 = n & ~int64_t{15};
+  constexpr int W = O::kW;
+  const int64_t nw = n & ~int64_t{W - 1};
   double sum = 0.0;
   int64_t i = 0;
-  for (; i < n16 && i < n_valid; i += 16) {
-    float v[16] = {};
-    for (int l = 0; l < 16 && i + l < n_valid; ++l) v[l] = y[i + l] = v_expf(x[i + l] - max);
-    sum += static_cast<double>(reduce_add_16(v));
+  for (; i < nw && i < n_valid; i += W) {
+    float v[W] = {};
+    for (int l = 0; l < W && i + l < n_valid; ++l) v[l] = y[i + l] = O::expf(x[i + l] - max);
+    sum += static_cast<double>(O::vec_sum(v));
   }
-  for (i = n16; i < n_valid; ++i) {
+  for (i = nw; i < n_valid; ++i) {
     const float v = std::exp(x[i] - max);
     sum += static_cast<double>(v);
     y[i] = v;
@@ -141,81 +150,27 @@ double soft_max(float* y, const float* x, int64_t n_valid, int64_t n, float max)
   return sum;
 }
 
+// ggml_vec_swiglu_f32: silu by the flavour's expf in blocks of W, x / (1 + expf(-x)) on the tail.
+template <class O>
 void swiglu(float* y, const float* x, const float* g, int64_t n) {
-  const int64_t n16 = n & ~int64_t{15};
-  for (int64_t i = 0; i < n16; ++i) y[i] = x[i] / (1.0f + v_expf(0.0f - x[i])) * g[i];
-  for (int64_t i = n16; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
+  const int64_t nw = n & ~int64_t{O::kW - 1};
+  for (int64_t i = 0; i < nw; ++i) y[i] = x[i] / (1.0f + O::expf(0.0f - x[i])) * g[i];
+  for (int64_t i = nw; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
 }
 
-
-// ---- Twins of ggml's AVX2 build (8 lanes): what llama.cpp runs on an x86 CPU without AVX-512.
-
-float dot_f16_avx2(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
-  // GGML_F16_STEP 32, EPR 8: 4 accumulators of 8 lanes, GGML_F32x8_REDUCE, the tail in double.
-  const int64_t np = n & ~int64_t{31};
-  float acc[4][8] = {};
-  for (int64_t i = 0; i < np && i < n_valid; i += 32) {
-    for (int c = 0; c < 4; ++c) {
-      for (int l = 0; l < 8; ++l) {
-        const int64_t e = i + 8 * c + l;
-        if (e >= n_valid) continue;  // a zero product leaves the lane unchanged
-        acc[c][l] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[c][l]);
-      }
-    }
-  }
-  float s[8];
-  for (int l = 0; l < 8; ++l) s[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-  double sum = reduce_dot_8(s);
-  for (int64_t e = np; e < n_valid; ++e)
-    sum += static_cast<double>(fp16_to_fp32(x[e]) * fp16_to_fp32(y[e]));
-  return static_cast<float>(sum);
+template <class O>
+constexpr Kernels twins(const char* name) {
+  return {name,
+          dot_f16<O>,
+          dot_f16_tinyblas<O>,
+          rows<dot_f16<O>>,
+          rows<dot_f16_tinyblas<O>>,
+          soft_max<O>,
+          swiglu<O>};
 }
 
-float dot_f16_tinyblas_avx2(const fp16_t* x, const fp16_t* y, int64_t n_valid, int64_t n) {
-  float acc[8] = {};  // tinyBLAS<8, __m256>: one accumulator, hsum at the end
-  for (int64_t e = 0; e < n_valid && e < n; ++e)
-    acc[e % 8] = std::fma(fp16_to_fp32(x[e]), fp16_to_fp32(y[e]), acc[e % 8]);
-  return hsum_8(acc);
-}
-
-void dot_f16_rows_avx2(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y,
-                       int64_t n_valid, int64_t n, float* out) {
-  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16_avx2(x + r * ldx, y, n_valid, n);
-}
-
-void dot_f16_tinyblas_rows_avx2(const fp16_t* x, int64_t ldx, int64_t nr, const fp16_t* y,
-                                int64_t n_valid, int64_t n, float* out) {
-  for (int64_t r = 0; r < nr; ++r) out[r] = dot_f16_tinyblas_avx2(x + r * ldx, y, n_valid, n);
-}
-
-double soft_max_avx2(float* y, const float* x, int64_t n_valid, int64_t n, float max) {
-  const int64_t n8 = n & ~int64_t{7};
-  double sum = 0.0;
-  int64_t i = 0;
-  for (; i < n8 && i < n_valid; i += 8) {
-    float v[8] = {};
-    for (int l = 0; l < 8 && i + l < n_valid; ++l) v[l] = y[i + l] = v_expf_avx2(x[i + l] - max);
-    sum += static_cast<double>(hsum_8(v));
-  }
-  for (i = n8; i < n_valid; ++i) {
-    const float v = std::exp(x[i] - max);
-    sum += static_cast<double>(v);
-    y[i] = v;
-  }
-  return sum;
-}
-
-void swiglu_avx2(float* y, const float* x, const float* g, int64_t n) {
-  const int64_t n8 = n & ~int64_t{7};
-  for (int64_t i = 0; i < n8; ++i) y[i] = x[i] / (1.0f + v_expf_avx2(0.0f - x[i])) * g[i];
-  for (int64_t i = n8; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i])) * g[i];
-}
-
-const Kernels kScalar = {"scalar", dot_f16, dot_f16_tinyblas, dot_f16_rows, dot_f16_tinyblas_rows,
-                         soft_max, swiglu};
-const Kernels kScalarAvx2 = {"scalar-avx2", dot_f16_avx2, dot_f16_tinyblas_avx2,
-                             dot_f16_rows_avx2, dot_f16_tinyblas_rows_avx2, soft_max_avx2,
-                             swiglu_avx2};
+const Kernels kScalar = twins<Avx512Order>("scalar");
+const Kernels kScalarAvx2 = twins<Avx2Order>("scalar-avx2");
 
 }  // namespace
 
@@ -239,12 +194,18 @@ const Kernels* avx2_kernels() {
   return ok ? &kAvx2VecKernels : nullptr;
 }
 
+namespace {
+// HOTCOLD_ISA, the quant layer's switch: "ref" (scalar twins), "avx2" (an AVX2-only host's
+// flavour and kernels), else unset.
+const std::string& isa_cap() {
+  static const std::string cap = std::getenv("HOTCOLD_ISA") ? std::getenv("HOTCOLD_ISA") : "";
+  return cap;
+}
+}  // namespace
+
 Flavour flavour() {
-  static const Flavour f = [] {
-    const char* cap = std::getenv("HOTCOLD_ISA");  // same switch as the quant layer
-    if (cap && std::string(cap) == "avx2") return Flavour::kAvx2;
-    return avx512_kernels() ? Flavour::kAvx512 : Flavour::kAvx2;
-  }();
+  static const Flavour f =
+      isa_cap() != "avx2" && avx512_kernels() ? Flavour::kAvx512 : Flavour::kAvx2;
   return f;
 }
 
@@ -254,11 +215,8 @@ const Kernels& flavour_twin() {
 
 const Kernels& kernels() {
   static const Kernels* const k = [] {
-    const char* cap = std::getenv("HOTCOLD_ISA");
-    const bool ref = cap && std::string(cap) == "ref";
-    if (flavour() == Flavour::kAvx512) return ref ? &kScalar : avx512_kernels();
-    const Kernels* fast = ref ? nullptr : avx2_kernels();
-    return fast ? fast : &kScalarAvx2;
+    const Kernels* fast = flavour() == Flavour::kAvx512 ? avx512_kernels() : avx2_kernels();
+    return fast && isa_cap() != "ref" ? fast : &flavour_twin();
   }();
   return *k;
 }

@@ -167,6 +167,7 @@ __global__ void __launch_bounds__(kMvWarps* kWarp, 2) gate_up_kernel(const Matve
   }
   // g as the gate pass stores it (every lane holds the shuffle sum), and which tokens fire.
   float g[kMvRowsPerWarp][NT];
+  bool fires[kMvRowsPerWarp][NT];
   bool up_live[kMvRowsPerWarp];
   bool any_up = false;
 #pragma unroll
@@ -178,11 +179,10 @@ __global__ void __launch_bounds__(kMvWarps* kWarp, 2) gate_up_kernel(const Matve
       float dot = warp_sum(acc[r][t]);
       if (p.bias && live[r]) dot += p.bias[wrow[r]];
       g[r][t] = live[r] ? dot : 0.0f;
-      if (t < p.n_tok && j < p.n_rows) {
-        const bool f = p.fire ? p.fire[t * p.ld_fire + j] != 0
-                              : fabsf(glu_act(g[r][t], p.glu_kind)) > p.threshold;
-        up_live[r] = up_live[r] || f;
-      }
+      fires[r][t] = t < p.n_tok && j < p.n_rows &&
+                    (p.fire ? p.fire[t * p.ld_fire + j] != 0
+                            : fabsf(glu_act(g[r][t], p.glu_kind)) > p.threshold);
+      up_live[r] = up_live[r] || fires[r][t];
     }
     any_up = any_up || up_live[r];
   }
@@ -203,11 +203,8 @@ __global__ void __launch_bounds__(kMvWarps* kWarp, 2) gate_up_kernel(const Matve
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const float u = warp_sum(acc_up[r][t]);
-      if (lane == t && t < p.n_tok && j < p.n_rows) {
-        const bool f = p.fire ? p.fire[t * p.ld_fire + j] != 0
-                              : fabsf(glu_act(g[r][t], p.glu_kind)) > p.threshold;
-        p.y[t * p.ldy + j] = up_live[r] && f ? glu_value(g[r][t], u, p.glu_kind) : 0.0f;
-      }
+      if (lane == t && t < p.n_tok && j < p.n_rows)
+        p.y[t * p.ldy + j] = fires[r][t] ? glu_value(g[r][t], u, p.glu_kind) : 0.0f;
     }
   }
 }
@@ -233,25 +230,30 @@ __global__ void dequant_rows_kernel(const uint8_t* w, int64_t nb1, int64_t ne0, 
 
 }  // namespace
 
-bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
+namespace {
+// One launch of a row kernel (matvec_kernel or gate_up_kernel) for weight type t and p.n_tok:
+// pick(tag, nt) names the instantiation, 16 rows per block.
+template <class Pick>
+bool launch_rows(GgmlType t, const MatvecParams& p, cudaStream_t stream, Pick pick) {
   const int64_t blocks = (p.n_rows + kMvRowsPerBlock - 1) / kMvRowsPerBlock;
   return dispatch_weight_type(t, [&](auto tag) {
     if (blocks == 0 || p.n_tok <= 0) return;
     dispatch_tokens(p.n_tok, [&](auto nt) {
-      matvec_kernel<decltype(tag)::value, decltype(nt)::value>
-          <<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
+      pick(tag, nt)<<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
     });
+  });
+}
+}  // namespace
+
+bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
+  return launch_rows(t, p, stream, [](auto tag, auto nt) {
+    return matvec_kernel<decltype(tag)::value, decltype(nt)::value>;
   });
 }
 
 bool launch_gate_up(GgmlType t, const MatvecParams& p, cudaStream_t stream) {
-  const int64_t blocks = (p.n_rows + kMvRowsPerBlock - 1) / kMvRowsPerBlock;
-  return dispatch_weight_type(t, [&](auto tag) {
-    if (blocks == 0 || p.n_tok <= 0) return;
-    dispatch_tokens(p.n_tok, [&](auto nt) {
-      gate_up_kernel<decltype(tag)::value, decltype(nt)::value>
-          <<<static_cast<unsigned>(blocks), kMvWarps * kWarp, 0, stream>>>(p);
-    });
+  return launch_rows(t, p, stream, [](auto tag, auto nt) {
+    return gate_up_kernel<decltype(tag)::value, decltype(nt)::value>;
   });
 }
 
