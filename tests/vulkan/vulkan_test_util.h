@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../ops/ops_test_util.h"
 #include "ops/device.h"
 #include "ops/vulkan/vk_device.h"
 
@@ -35,14 +36,8 @@ inline std::shared_ptr<Device> open_device0() {
   return d.ok() ? std::shared_ptr<Device>(std::move(*d)) : nullptr;
 }
 
-// n normal floats (mean 0, sd scale) from seed.
-inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = nd(rng);
-  return v;
-}
+// n normal floats (mean 0, sd scale) from seed: the ops tests' generator.
+using ops_test::randn;
 
 }  // namespace hc::ops::vk_test
 
