@@ -1,5 +1,7 @@
 #include "app/plan_input.h"
 
+#include <algorithm>
+
 #include "model/device_model.h"
 #include "model/hybrid_forward.h"
 #include "model/llama_forward.h"
@@ -83,10 +85,15 @@ Result<sparse::HardwareProfile> measure_hardware(const ops::Device& dev, const L
   hw.sync_us = dp.sync_us;
   hw.dev_overhead_bytes = dev.overhead_bytes();
   const bool attn = device_blocks_supported(model.hparams());
-  hw.dev_fixed_bytes =
-      model.hparams().is_moe()
-          ? DeviceSession::moe_scratch_bytes(dev, model, kMoeForwardUbatch, attn, false)
-          : DeviceSession::scratch_bytes(dev, model, kForwardUbatch, attn, false, true, false);
+  const auto fixed = [&](bool with_attn) {
+    return model.hparams().is_moe()
+               ? DeviceSession::moe_scratch_bytes(dev, model, kMoeForwardUbatch, with_attn, false)
+               : DeviceSession::scratch_bytes(dev, model, kForwardUbatch, with_attn, false, true,
+                                              false);
+  };
+  hw.dev_fixed_bytes = fixed(attn);
+  hw.dev_attn_fixed_bytes = attn ? hw.dev_fixed_bytes - std::min(hw.dev_fixed_bytes, fixed(false))
+                                 : 0;
   return hw;
 }
 

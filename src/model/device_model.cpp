@@ -413,6 +413,7 @@ Status DeviceSession::kv_from_host(const KvCache& cache, int64_t n) const {
 DeviceSession::~DeviceSession() {
   ops::Device& dev = dm_->device();
   (void)dev.sync();  // nothing queued may still use these buffers
+  segments.reset();  // its recordings, before the buffers they name
   for (int g : step_graph)
     if (g >= 0) dev.drop_record(g);
   for (void* p : dev_blocks_) dev.free(p);
@@ -497,8 +498,8 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
   if (n.output) {
     fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
     fn(&DeviceSession::ids, T * sizeof(int32_t), "greedy token ids");
-    if (n.attn) fn(&DeviceSession::pos, sizeof(int32_t), "decode step position");
   }
+  if (n.attn) fn(&DeviceSession::pos, sizeof(int32_t), "decode step position");
 }
 
 bool any(const Needs& n) {
@@ -660,12 +661,14 @@ Result<std::unique_ptr<DeviceSession>> DeviceSession::create(const DeviceModel& 
   HC_ASSIGN_OR_RETURN(void* ho, s->host_alloc(embd));
   s->h_x = static_cast<float*>(hx);
   s->h_out = static_cast<float*>(ho);
-  if (needs.attn && needs.output) {
+  if (needs.attn) {
     HC_ASSIGN_OR_RETURN(void* hp_, s->host_alloc(sizeof(int32_t)));
     s->h_pos = static_cast<int32_t*>(hp_);
   }
   const char* rep = std::getenv("HOTCOLD_DEVICE_REPLAY");
   s->replay = !(rep && std::string(rep) == "0");
+  if (s->replay && dm.device().can_record())
+    s->segments = std::make_unique<SegmentRecorder>(dm.device());
   if (needs.hot) {
     HC_ASSIGN_OR_RETURN(void* hidx, s->host_alloc(T * hp.n_ff * sizeof(int32_t)));
     HC_ASSIGN_OR_RETURN(void* hfire, s->host_alloc(T * hp.n_ff));

@@ -37,6 +37,7 @@
 #include "core/tensor_view.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/segment_recorder.h"
 #include "model/sparse_ffn.h"
 #include "ops/device.h"
 #include "sparse/migration.h"
@@ -215,14 +216,27 @@ class DeviceSession {
   SparseStats step_stats[2];
   std::vector<int> step_deferred;
   bool replay = true;
+  // A one-token pass split between host and device, recorded segment by segment
+  // (model/segment_recorder.h): made with replay on a device that records. device() is what
+  // the forward pass queues on: the recorder while a pass is on, else the device itself.
+  // cut() ends the current segment (before the host computes its half of a layer).
+  std::unique_ptr<SegmentRecorder> segments;
+  ops::Device& device() const {
+    if (segments && segments->in_pass()) return *segments;
+    return dm().device();
+  }
+  void cut() const {
+    if (segments) segments->cut();
+  }
 
   // Device buffers for max_tokens rows (shapes as ForwardScratch's).
   float *x = nullptr, *xb = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *att = nullptr,
         *proj = nullptr, *gate = nullptr, *up = nullptr, *logits = nullptr;
   // Greedy decoding's token ids [max_tokens] (Device::argmax of the logits), with the output.
   int32_t* ids = nullptr;
-  // The recorded decode step's position (one int32, with the attention and the output layer:
-  // model/device_step.h).
+  // A one-token pass's position (one int32, with any attention on the device), copied in from
+  // h_pos by the pass itself and read there (ops::DevicePos), so that the pass's operations are
+  // the same every token: the recorded step (model/device_step.h) and the recorded segments.
   int32_t* pos = nullptr;
   // A hybrid FFN's host half [max_tokens, n_embd], merged on the device (hybrid_ffn).
   float* cold = nullptr;

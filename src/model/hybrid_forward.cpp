@@ -13,7 +13,7 @@ namespace hc {
 void DeviceResidual::to_device(const float* x_host, int64_t n) {
   if (on_device) return;
   std::memcpy(ds->h_x, x_host, static_cast<size_t>(n) * sizeof(float));
-  ds->dm().device().copy_to_device(ds->x, ds->h_x, static_cast<uint64_t>(n) * sizeof(float));
+  ds->device().copy_to_device(ds->x, ds->h_x, static_cast<uint64_t>(n) * sizeof(float));
   on_device = true;
 }
 
@@ -25,7 +25,7 @@ Status DeviceResidual::to_host(float* x_host, int64_t n) {
 
 Status DeviceResidual::read(float* x_host, int64_t n) {
   if (!on_device) return Status::Ok();
-  ops::Device& dev = ds->dm().device();
+  ops::Device& dev = ds->device();
   dev.copy_to_host(ds->h_x, ds->x, static_cast<uint64_t>(n) * sizeof(float));
   HC_TRY(dev.sync());
   std::memcpy(x_host, ds->h_x, static_cast<size_t>(n) * sizeof(float));
@@ -58,7 +58,7 @@ void device_attention(const LlamaModel& model, DeviceSession& ds, int il, int64_
                       ops::DevicePos pos0, std::span<const SeqStep> steps) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   const int64_t kv_dim = int64_t{hp.n_head_kv} * hp.head_dim;
   const int64_t q_dim = int64_t{hp.n_head} * hp.head_dim;
   const bool per_row = !steps.empty();
@@ -108,7 +108,7 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
                       bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   const auto mm = [&](const TensorView& w, const float* x, float* y) {
     device_matmul(dev, per_row, w, x, n_tok, y);
   };
@@ -124,7 +124,7 @@ void device_ffn_dense(const LlamaModel& model, DeviceSession& ds, int il, int64_
 void device_predict(const LlamaModel& model, DeviceSession& ds, int il, int64_t n_tok,
                     bool per_row, float threshold, bool mask_back) {
   const DeviceLayer& d = ds.dm().layer(il);
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   const int64_t n_ff = model.hparams().n_ff, rank = d.pred_fc1.ne1;
   // The host's predict_firing on the device: its matmul modes (one batch, or every row as
   // its one-token call), relu, and `logit >= threshold`.
@@ -186,7 +186,7 @@ void count_device_firing(const DeviceLayer& d, const uint8_t* fire, int64_t n_to
 void queue_deferred_masks(const LlamaModel& model, DeviceSession& ds) {
   if (ds.deferred.empty()) return;
   const uint64_t n_ff = static_cast<uint64_t>(model.hparams().n_ff);
-  ds.dm().device().copy_to_host(ds.h_pred_fire, ds.pred_fire,
+  ds.device().copy_to_host(ds.h_pred_fire, ds.pred_fire,
                                 static_cast<uint64_t>(model.hparams().n_layer) * n_ff);
 }
 
@@ -291,7 +291,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
   if (x_on_device && !can_merge_on_device(model, d, il))
     return Status::Error("hybrid FFN of layer " + std::to_string(il) +
                          ": this layer's FFN cannot be merged on the device");
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   SparseScratch& sc = s.sparse_scratch;
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   const uint64_t xbytes = static_cast<uint64_t>(n_tok * n_embd) * sizeof(float);
@@ -372,6 +372,7 @@ Status hybrid_ffn(const LlamaModel& model, const SparseFfn& sparse, DeviceSessio
     return Status::Ok();
   }
   if (!x_on_device) dev.copy_to_host(ds.h_out, ds.proj, xbytes);
+  ds.cut();  // the device's half is submitted before the host computes its own
   // Host half: the cold neurons.
   sparse_ffn_subset(model, sparse, il, s.in, d.cold.data(), static_cast<int64_t>(d.cold.size()),
                     s.proj.data(), sc, pool);
@@ -403,7 +404,7 @@ namespace {
 int64_t queue_device_experts(const LlamaModel& model, DeviceSession& ds, const DeviceLayer& d,
                              MoeScratch& sc, std::vector<int32_t>& row_of, bool per_row) {
   const LlamaHParams& hp = model.hparams();
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   const MoeRouting& r = sc.routing;
   const int64_t n_embd = hp.n_embd;
   row_of.assign(static_cast<size_t>(r.n_tok * r.k), -1);
@@ -456,7 +457,7 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
                       ThreadPool& pool, int64_t n_tok, bool per_row) {
   const LlamaHParams& hp = model.hparams();
   const DeviceLayer& d = ds.dm().layer(il);
-  ops::Device& dev = ds.dm().device();
+  ops::Device& dev = ds.device();
   MoeScratch& sc = s.moe;
   const int64_t n_embd = hp.n_embd;
   // The router on the host (it decides what each side computes), then the device's experts
@@ -466,6 +467,7 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
   std::memcpy(ds.h_x, s.xb.data(), xbytes);
   dev.copy_to_device(ds.xb, ds.h_x, xbytes);
   const int64_t n_dev = queue_device_experts(model, ds, d, sc, sc.row_on_device, per_row);
+  ds.cut();  // submitted before the host computes its experts
   const MoeRouting& r = sc.routing;
   if (sc.slots.size() < static_cast<size_t>(n_tok * r.k * n_embd))
     sc.slots.resize(static_cast<size_t>(n_tok * r.k * n_embd));
@@ -512,7 +514,7 @@ Status device_output(const LlamaModel& model, DeviceSession& ds, int64_t first, 
 }
 
 Status finish_device_output(DeviceSession& ds, const DeviceOutputCopy& c) {
-  HC_TRY(ds.dm().device().sync());
+  HC_TRY(ds.device().sync());
   std::memcpy(c.dst, c.staged, c.bytes);
   return Status::Ok();
 }

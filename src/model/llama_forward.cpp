@@ -366,9 +366,41 @@ void ffn_block(const LlamaModel& model, int il, ForwardScratch& s, ThreadPool& p
   add_ffn_out(model, il, s, n_tok);
 }
 
+// A one-token pass of one sequence with part of it on a device and not wholly there (that is
+// the recorded step, model/device_step.h): its device operations recorded and replayed segment
+// by segment (model/segment_recorder.h) while it lasts. Its position then goes to the device
+// once (DeviceSession::pos), and the attention reads it there, so that the pass's operations
+// are the same every token.
+class SegmentedPass {
+ public:
+  SegmentedPass(DeviceSession* ds, bool one_token)
+      : ds_(one_token && ds && ds->segments ? ds : nullptr) {
+    if (ds_) ds_->segments->begin_pass();
+  }
+  ~SegmentedPass() {
+    if (ds_) ds_->segments->end_pass();
+  }
+  SegmentedPass(const SegmentedPass&) = delete;
+  SegmentedPass& operator=(const SegmentedPass&) = delete;
+  // The position of the pass's row for a device operation.
+  ops::DevicePos position(int pos) {
+    if (!ds_ || !ds_->pos || !ds_->h_pos) return pos;
+    if (!copied_) {
+      ds_->h_pos[0] = pos;
+      ds_->device().copy_to_device(ds_->pos, ds_->h_pos, sizeof(int32_t));
+      copied_ = true;
+    }
+    return ops::DevicePos(pos, ds_->pos);
+  }
+
+ private:
+  DeviceSession* ds_;
+  bool copied_ = false;
+};
+
 // Layer il on the host and / or the device, as the session's DeviceModel places it.
 Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScratch& s,
-                 ThreadPool& pool, DeviceResidual& xr) {
+                 ThreadPool& pool, DeviceResidual& xr, SegmentedPass& pass) {
   const LlamaHParams& hp = model.hparams();
   const int64_t n_tok = rows.n_tok, n = n_tok * hp.n_embd;
   const DeviceLayer* dl = s.device ? &s.device->dm().layer(il) : nullptr;
@@ -376,7 +408,8 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
   const bool per_row = rows.has_steps();
   if (dl && dl->attn) {
     xr.to_device(s.x.data(), n);
-    device_attention(model, *s.device, il, n_tok, rows.pos0, rows.steps);
+    device_attention(model, *s.device, il, n_tok,
+                     per_row ? ops::DevicePos(rows.pos0) : pass.position(rows.pos0), rows.steps);
   } else {
     HC_TRY(xr.to_host(s.x.data(), n));
     attention_block(model, model.weights().layers[il], il, rows, s, pool);
@@ -479,7 +512,8 @@ Status forward_ubatch(const LlamaModel& model, const Rows& rows, ForwardScratch&
     return device_step(model, s, *s.device, pool, s.x.data(), rows.pos0, out, out_id);
   DeviceResidual xr{s.device};
   if (s.device) s.device->deferred.clear();
-  for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr));
+  SegmentedPass pass(s.device, n_tok == 1 && !rows.has_steps());
+  for (int il = 0; il < hp.n_layer; ++il) HC_TRY(run_layer(model, il, rows, s, pool, xr, pass));
   // Predictor masks of layers wholly on the device come back with the pass's last sync.
   if (s.device) queue_deferred_masks(model, *s.device);
   if (s.device && s.device->dm().output_on_device() && out) {

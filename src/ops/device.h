@@ -302,18 +302,22 @@ class Device {
   //                   device's (CUDA's capture runs nothing; the others ran them): the caller
   //                   queues the step again, which a step that first copies in its inputs
   //                   can always do. No sync() between the two calls.
-  //   replay(id)      queues the recorded operations again, in order, as one command; counts
-  //                   one op, one replayed step and the bytes its copies move. Everything
-  //                   they read must still be valid.
+  //   replay(id, step) queues the recorded operations again, in order, as one command; counts
+  //                   one op, the bytes its copies move and, with `step`, one replayed step
+  //                   (a pass replayed as several recordings, model/segment_recorder.h,
+  //                   counts its first). Everything they read must still be valid.
   //   drop_record(id) frees a recording (all are freed when the device closes).
   // can_record() is false for a device that does not record (then end_record fails).
+  // failed_recording_ran(): whether the operations of a recording end_record refused have run
+  // (true for the CPU device and Vulkan; CUDA's capture runs nothing).
   virtual bool can_record() const { return false; }
   virtual void begin_record() {}
   virtual Result<int> end_record() {
     return Status::Error(name() + " does not record operations");
   }
-  virtual void replay(int id) {}
+  virtual void replay(int id, bool step = true) {}
   virtual void drop_record(int id) {}
+  virtual bool failed_recording_ran() const { return true; }
 
  protected:
   // For the devices' own counting (DeviceCounters above).
@@ -332,9 +336,9 @@ class Device {
     const DeviceCounters d = counters() - mark_;
     return {d.h2d_bytes, d.d2h_bytes};
   }
-  void count_replay(const RecordedBytes& b) {
+  void count_replay(const RecordedBytes& b, bool step = true) {
     count_ops();
-    count_replayed();
+    if (step) count_replayed();
     count_h2d(b.h2d);
     count_d2h(b.d2h);
   }

@@ -2,6 +2,7 @@
 // planner and plan_best / plan_sweep. The model is documented in planner.h.
 #include "sparse/planner.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -177,7 +178,7 @@ Result<Prediction> predict_plan(const PlanInput& in, const PlacementPlan& plan) 
   Prediction pr;
   pr.seconds_per_token = in.other_s;
   uint64_t bytes = 0;
-  bool any = false;
+  bool any = false, any_attn = false;
   for (int il = 0; il < in.n_layer(); ++il) {
     const auto l = static_cast<size_t>(il);
     const LayerTime t = predict_layer(in, in.layers[l], plan.layers[l]);
@@ -185,9 +186,13 @@ Result<Prediction> predict_plan(const PlanInput& in, const PlacementPlan& plan) 
     bytes += t.device_bytes;
     any = any || t.device_bytes > 0 || !plan.layers[l].hot.empty() ||
           plan.layers[l].attn_on_device || in.layers[l].predictor_on_device;
+    any_attn = any_attn || plan.layers[l].attn_on_device;
     pr.layers.push_back(t);
   }
-  pr.device_bytes = any ? bytes + in.hw.dev_overhead_bytes + in.hw.dev_fixed_bytes : 0;
+  const uint64_t fixed =
+      in.hw.dev_fixed_bytes - (any_attn ? 0 : std::min(in.hw.dev_attn_fixed_bytes,
+                                                       in.hw.dev_fixed_bytes));
+  pr.device_bytes = any ? bytes + in.hw.dev_overhead_bytes + fixed : 0;
   pr.tok_s = pr.seconds_per_token > 0 ? 1.0 / pr.seconds_per_token : 0.0;
   return pr;
 }

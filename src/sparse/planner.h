@@ -24,6 +24,7 @@
 //   concurrently (max); each device excursion pays one round trip and the copy of x and y.
 //   Total = sum over layers + other_s (embeddings, output layer: host). tok/s = 1 / total.
 //   Device bytes = 0 when nothing is on the device, else dev_overhead_bytes + dev_fixed_bytes
+//   (less dev_attn_fixed_bytes when no attention is on the device)
 //   + sum(attention on device: attn_store_bytes + kv_bytes) + sum hot_store_bytes(|H|)
 //   + sum(predictor on the device: predictor_bytes), the store figures being what the device
 //   charges (by default attn_bytes and |H| * neuron_bytes).
@@ -57,6 +58,10 @@ struct HardwareProfile {
   double sync_us = 0;     // one host/device round trip
   uint64_t dev_overhead_bytes = 0;  // charged at open (CUDA context, cuBLAS workspace)
   uint64_t dev_fixed_bytes = 0;     // what the executor needs on the device regardless (scratch)
+  // The part of dev_fixed_bytes a session allocates only with some attention on the device (its
+  // q, k, v, attention and position buffers, the predictors' and the attention's operation
+  // scratch): the planners keep room for it; a prediction without attention does not count it.
+  uint64_t dev_attn_fixed_bytes = 0;
 };
 
 struct LayerCosts {

@@ -8,8 +8,13 @@
 //                                     as with every step queued anew (HOTCOLD_DEVICE_REPLAY=0)
 //   hot/cold split, attention on the device and host neurons in every layer:
 //                                     <= n_layer + 1 syncs, at most one activation row each
-//                                     way per layer (plus the stream's entry and exit), so no
-//                                     weight bytes move
+//                                     way per layer (plus the stream's entry and exit, and the
+//                                     4-byte position in), so no weight bytes move; its device
+//                                     work recorded in segments (model/segment_recorder.h) and
+//                                     replayed: <= 2 commands a layer plus 2 (the segment up to
+//                                     the host's wait for x, the one up to its cold half; the
+//                                     output), every step but the first replayed, and the same
+//                                     text as with every operation queued anew
 // With activation predictors (--predictor), the predictor of every layer whose attention is
 // on the device runs there (model/hybrid_forward.h device_predict), and its mask, one byte a
 // neuron, is all that comes back besides x; no index list or mask goes over:
@@ -19,7 +24,8 @@
 //                                     every step but the first replayed (also with thresholds,
 //                                     --sparse), with the same text as queued anew
 //   hot/cold split as above:          <= n_layer + 1 syncs, at most one activation row to the
-//                                     device a layer, one row and the layer's mask back
+//                                     device a layer (and the position), one row and the
+//                                     layer's mask back; replayed in segments as above
 //   on the CPU device, the same text as the host's own predictor (the same bits)
 // Run on stories260K as a ReLU model (5 layers, n_embd 64, n_ff 172, vocab 512) on the device
 // given (cpu, vulkan:0). Shared by tests/app (the CPU device) and tests/vulkan (lavapipe).
@@ -82,7 +88,7 @@ inline void expect_split_in_every_layer(const std::string& plan_out, int n_layer
 
 inline void check_decode_budgets(const std::string& device) {
   constexpr int kLayers = 5;
-  constexpr double kRow = 64 * 4, kLogits = 512 * 4;
+  constexpr double kRow = 64 * 4, kLogits = 512 * 4, kPos = 4;
   constexpr double kGenerated = 16;  // bench_counters' -n
   ScratchDir dir;
   const std::string model = convert_stories260k(dir, "stories260K-relu");
@@ -131,19 +137,40 @@ inline void check_decode_budgets(const std::string& device) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_split_in_every_layer(r.out, kLayers);
   if (::testing::Test::HasFatalFailure()) return;
+  const std::vector<std::string> split = {"-m", model, "--sparse", "--plan", plan,
+                                          "--vram-budget", gib, "--device", device};
   {
     SCOPED_TRACE("hot/cold split");
-    const DecodeCounters c = bench_counters({"-m", model, "--sparse", "--plan", plan,
-                                             "--vram-budget", gib, "--device", device});
+    const DecodeCounters c = bench_counters(split);
     EXPECT_LE(c.syncs, kLayers + 1.0);
-    EXPECT_LE(c.h2d, (kLayers + 1) * kRow) << "at most one activation row to the device a layer";
+    EXPECT_LE(c.h2d, (kLayers + 1) * kRow + kPos)
+        << "at most one activation row to the device a layer";
     EXPECT_LE(c.d2h, (kLayers + 1) * kRow) << "at most one activation row back a layer";
+    EXPECT_LE(c.ops, 2 * kLayers + 2.0) << "the split's device work should be replayed segments";
+    EXPECT_GE(c.replayed, kGenerated - 1) << "every split step but the first should be replayed";
+  }
+  {
+    SCOPED_TRACE("hot/cold split, replayed or queued anew");
+    // A context near bench's, which the plan was made for (the budget holds little KV).
+    std::vector<std::string> gen = {"run", "-p", "Once upon a time", "-n", "32", "--temp", "0",
+                                    "-c", "48"};
+    gen.insert(gen.end(), split.begin(), split.end());
+    const CliResult replayed = run_hotcold(gen);
+    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
+    const CliResult queued = run_hotcold(gen);
+    const DecodeCounters c = bench_counters(split);
+    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
+    EXPECT_EQ(c.replayed, 0) << "HOTCOLD_DEVICE_REPLAY=0 should queue every operation";
+    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+    ASSERT_EQ(queued.exit_code, 0) << queued.err;
+    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
+    EXPECT_EQ(replayed.out, queued.out) << "replayed segments must give the same tokens";
   }
 }
 
 inline void check_predictor_budgets(const std::string& device) {
   constexpr int kLayers = 5;
-  constexpr double kRow = 64 * 4, kMask = 172;
+  constexpr double kRow = 64 * 4, kMask = 172, kPos = 4;
   ScratchDir dir;
   const std::string relu = convert_stories260k(dir, "stories260K-relu");
   const std::string model = dir.file("pred.gguf"), stats = dir.file("stats.gguf"),
@@ -216,8 +243,11 @@ inline void check_predictor_budgets(const std::string& device) {
     const DecodeCounters c = bench_counters({"-m", model, "--predictor", "--plan", plan,
                                              "--vram-budget", gib, "--device", device});
     EXPECT_LE(c.syncs, kLayers + 1.0);
-    EXPECT_LE(c.h2d, (kLayers + 1) * kRow) << "no index list or mask should go to the device";
+    EXPECT_LE(c.h2d, (kLayers + 1) * kRow + kPos)
+        << "no index list or mask should go to the device";
     EXPECT_LE(c.d2h, (kLayers + 1) * kRow + kLayers * kMask);
+    EXPECT_LE(c.ops, 2 * kLayers + 2.0) << "the split's device work should be replayed segments";
+    EXPECT_GE(c.replayed, 16 - 1) << "every split step but the first should be replayed";
   }
 }
 

@@ -154,7 +154,18 @@ TEST(Planner, PredictMatchesHandComputation) {
   auto alone = predict_plan(in, p);
   ASSERT_TRUE(alone.ok());
   EXPECT_NEAR(alone->layers[0].ffn_s, std::max(dev, host) + trip, 1e-15);
+  // Hot neurons alone: the session allocates none of the attention's buffers, which the
+  // prediction then does not count.
+  EXPECT_EQ(alone->device_bytes, 1000u + 500 + 2 * 3000);
+  in.hw.dev_attn_fixed_bytes = 200;
+  auto alone_attn = predict_plan(in, p);
+  ASSERT_TRUE(alone_attn.ok());
+  EXPECT_EQ(alone_attn->device_bytes, 1000u + 300 + 2 * 3000);
   p.layers[0].attn_on_device = true;
+  auto with_attn = predict_plan(in, p);
+  ASSERT_TRUE(with_attn.ok());
+  EXPECT_EQ(with_attn->device_bytes, 1000u + 500 + 1'400'000 + 2 * 3000);
+  in.hw.dev_attn_fixed_bytes = 0;
   in.layers[0].shares_trip = false;
 
   // Sparse device reads (a predictor-driven device kernel) and a predictor on the device.

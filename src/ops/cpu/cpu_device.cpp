@@ -389,7 +389,7 @@ class CpuDevice final : public Device {
     taking_ = {};
     return id;
   }
-  void replay(int id) override {
+  void replay(int id, bool step = true) override {
     auto it = recordings_.find(id);
     if (it == recordings_.end()) {
       ok("replay", "no recording " + std::to_string(id));
@@ -399,7 +399,7 @@ class CpuDevice final : public Device {
     enqueue([ops] {
       for (const QueuedOp& op : *ops) op();
     }, /*counted=*/false);
-    count_replay(it->second->bytes);  // one command
+    count_replay(it->second->bytes, step);  // one command
   }
   void drop_record(int id) override {
     wait();  // a queued replay may be running it

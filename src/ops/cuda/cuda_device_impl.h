@@ -106,7 +106,8 @@ class CudaDevice final : public Device {
   bool can_record() const override { return true; }
   void begin_record() override;
   Result<int> end_record() override;
-  void replay(int id) override;
+  void replay(int id, bool step = true) override;
+  bool failed_recording_ran() const override { return false; }  // a capture runs nothing
   void drop_record(int id) override;
 
   void dequantize_rows(const TensorView& w, float* out);  // cuda_testing.h

@@ -61,13 +61,13 @@ Result<int> CudaDevice::end_record() {
   return id;
 }
 
-void CudaDevice::replay(int id) {
+void CudaDevice::replay(int id, bool step) {
   select();
   auto it = graphs_.find(id);
   if (it == graphs_.end()) return fail("replay", "no recording " + std::to_string(id));
   const Status st = cuda_error(cudaGraphLaunch(it->second.exec, stream_), "cudaGraphLaunch");
   if (!st.ok()) return fail("replay", st.message());
-  count_replay(it->second.bytes);
+  count_replay(it->second.bytes, step);
 }
 
 void CudaDevice::drop_record(int id) {

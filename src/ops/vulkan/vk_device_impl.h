@@ -164,7 +164,7 @@ class VulkanDevice final : public Device {
   bool can_record() const override { return true; }
   void begin_record() override;
   Result<int> end_record() override;
-  void replay(int id) override;
+  void replay(int id, bool step = true) override;
   void drop_record(int id) override;
 
   // Test hook: drain the queue, then behave as after VK_ERROR_DEVICE_LOST.

@@ -177,14 +177,14 @@ Result<int> VulkanDevice::end_record() {
   return id;
 }
 
-void VulkanDevice::replay(int id) {
+void VulkanDevice::replay(int id, bool step) {
   if (!usable("replay")) return;
   auto it = recordings_.find(id);
   if (it == recordings_.end()) return fail("replay", "no recording " + std::to_string(id));
   if (Status st = flush(); !st.ok()) return fail("replay", st.message());  // in order
   if (Status st = submit(it->second.cb); !st.ok()) return fail("replay", st.message());
   xq_key_ = XqKey();
-  count_replay(it->second.bytes);
+  count_replay(it->second.bytes, step);
 }
 
 void VulkanDevice::drop_record(int id) {
