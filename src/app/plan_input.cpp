@@ -27,11 +27,13 @@ template <typename Bytes>
 uint64_t layer_sum(const LlamaModel& model, int il, bool ffn_too, Bytes bytes) {
   const LlamaLayerWeights& L = model.weights().layers[static_cast<size_t>(il)];
   uint64_t b = 0;
+  // The attention block as DeviceModel::place_attention uploads it: with the FFN's norm and a
+  // layer of experts' router.
   for (const TensorView* t : {&L.attn_norm, &L.wq, &L.wk, &L.wv, &L.wo, &L.bq, &L.bk, &L.bv,
-                              &L.bo, &L.attn_q_norm, &L.attn_k_norm, &L.ffn_norm})
+                              &L.bo, &L.attn_q_norm, &L.attn_k_norm, &L.ffn_norm, &L.ffn_gate_inp})
     if (!t->empty()) b += bytes(*t);
   if (ffn_too) {
-    for (const TensorView* t : {&L.ffn_gate, &L.ffn_up, &L.ffn_down, &L.ffn_gate_inp})
+    for (const TensorView* t : {&L.ffn_gate, &L.ffn_up, &L.ffn_down})
       if (!t->empty()) b += bytes(*t);
     for (const LlamaLayerWeights::Expert& E : L.experts)
       b += bytes(E.gate) + bytes(E.up) + bytes(E.down);

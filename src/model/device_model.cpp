@@ -22,6 +22,21 @@ TensorView bias_rows(const LlamaLayerWeights& L) {
 
 namespace {
 
+// Whether a layer's experts are rows of one matrix per kind, in order (the file's 3-D
+// tensors, as LlamaModel binds them), each kind of one type and shape.
+bool stacked(const std::vector<LlamaLayerWeights::Expert>& ex) {
+  if (ex.empty()) return false;
+  const auto follows = [](const TensorView& a, const TensorView& b) {
+    return a.type == b.type && a.ne0 == b.ne0 && a.ne1 == b.ne1 && a.nb1 == b.nb1 &&
+           b.data == a.row(a.ne1) && !a.packed == !b.packed;
+  };
+  for (size_t e = 1; e < ex.size(); ++e)
+    if (!follows(ex[e - 1].gate, ex[e].gate) || !follows(ex[e - 1].up, ex[e].up) ||
+        !follows(ex[e - 1].down, ex[e].down))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 DeviceModel::~DeviceModel() {
@@ -128,8 +143,10 @@ Status DeviceModel::place_attention(int il) {
                         {&L.attn_q_norm, &d.attn_q_norm, "attn_q_norm"},
                         {&L.attn_k_norm, &d.attn_k_norm, "attn_k_norm"},
                         // The FFN's input norm too, so that a hybrid FFN after this attention
-                        // norms its input where the residual stream is (hybrid_ffn).
-                        {&L.ffn_norm, &d.ffn_norm, "ffn_norm"}};
+                        // norms its input where the residual stream is (hybrid_ffn), and a
+                        // layer of experts' router, so that it can route there.
+                        {&L.ffn_norm, &d.ffn_norm, "ffn_norm"},
+                        {&L.ffn_gate_inp, &d.router, "ffn_gate_inp"}};
   for (const Part& part : parts) {
     if (part.host->empty()) continue;  // optional biases and norms
     const std::string name = layer_name(il, part.name);
@@ -153,6 +170,27 @@ Status DeviceModel::place_experts(int il, const std::vector<int32_t>& experts) {
   }
   d.expert_of = experts;
   d.exp.resize(experts.size());
+  if (experts.size() == static_cast<size_t>(hp.n_expert) && stacked(L.experts)) {
+    // All of them: one matrix per kind (slot = expert), each expert a view of its rows.
+    const LlamaLayerWeights::Expert& E0 = L.experts[0];
+    const auto stack = [&](const TensorView& t0) {
+      TensorView s = t0;
+      s.ne1 = t0.ne1 * hp.n_expert;
+      return s;
+    };
+    const std::string ng = layer_name(il, "ffn_gate_exps"), nu = layer_name(il, "ffn_up_exps"),
+                      nd = layer_name(il, "ffn_down_exps");
+    HC_ASSIGN_OR_RETURN(d.gate_exps, put(stack(E0.gate), ng.c_str()));
+    HC_ASSIGN_OR_RETURN(d.up_exps, put(stack(E0.up), nu.c_str()));
+    HC_ASSIGN_OR_RETURN(d.down_exps, put(stack(E0.down), nd.c_str()));
+    for (size_t j = 0; j < experts.size(); ++j) {
+      const int64_t e = static_cast<int64_t>(j);
+      d.exp[j].gate = dev_->weight_rows(d.gate_exps, e * E0.gate.ne1, E0.gate.ne1);
+      d.exp[j].up = dev_->weight_rows(d.up_exps, e * E0.up.ne1, E0.up.ne1);
+      d.exp[j].down = dev_->weight_rows(d.down_exps, e * E0.down.ne1, E0.down.ne1);
+    }
+    return Status::Ok();
+  }
   for (size_t j = 0; j < experts.size(); ++j) {
     const LlamaLayerWeights::Expert& E = L.experts[static_cast<size_t>(experts[j])];
     const std::string tag = "expert " + std::to_string(experts[j]) + ")";
@@ -494,6 +532,7 @@ void for_each_buffer(const LlamaHParams& hp, uint64_t T, const Needs& n, Fn fn) 
     fn(&DeviceSession::route_tok, routes * sizeof(int32_t), "expert routes (tokens)");
     fn(&DeviceSession::route_row, routes * sizeof(int32_t), "expert routes (rows)");
     fn(&DeviceSession::route_w, routes * f, "expert routes (weights)");
+    fn(&DeviceSession::moe_logits, T * static_cast<uint64_t>(hp.n_expert) * f, "router logits");
   }
   if (n.output) {
     fn(&DeviceSession::logits, T * hp.n_vocab * f, "logits");
@@ -521,7 +560,8 @@ ops::ScratchNeeds op_needs(const LlamaModel& model, int64_t T, bool output, Plac
     int64_t hot = 0;
     place(il, &attn, &dense, &hot, &pred);
     if (attn)
-      for (const TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo}) s.matmul.push_back(shape_of(*w));
+      for (const TensorView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.ffn_gate_inp})
+        if (!w->empty()) s.matmul.push_back(shape_of(*w));
     if (pred)
       for (const TensorView* w : {&L.fc1, &L.fc2}) s.matmul.push_back(shape_of(*w));
     if (dense)

@@ -37,6 +37,7 @@
 #include "core/tensor_view.h"
 #include "model/kv_cache.h"
 #include "model/llama_model.h"
+#include "model/moe_ffn.h"
 #include "model/segment_recorder.h"
 #include "model/sparse_ffn.h"
 #include "ops/device.h"
@@ -88,6 +89,14 @@ struct DeviceLayer {
   std::vector<int32_t> expert_of, slot_of;
   std::vector<LlamaLayerWeights::Expert> exp;
   bool moe() const { return !expert_of.empty(); }
+  // The router (ffn_gate_inp), placed with the attention of a layer of experts.
+  TensorView router;
+  // All of a layer's experts on the device, as one matrix per kind in the file's order (slot
+  // = expert; exp[s] are views of their rows, Device::weight_rows): with the attention (its
+  // router and FFN norm) there too, a one-token pass routes on the device, nothing crossing
+  // (hybrid_forward.h device_moe_ffn).
+  TensorView gate_exps, up_exps, down_exps;
+  bool routes() const { return attn && !router.empty() && !gate_exps.empty(); }
 };
 
 class DeviceModel {
@@ -214,6 +223,7 @@ class DeviceSession {
   // What queueing the recorded step added to the sparse FFN's statistics (each replay adds it
   // again) and the layers whose predictor masks it copies back (`deferred` of each replay).
   SparseStats step_stats[2];
+  MoeStats step_moe_stats[2];
   std::vector<int> step_deferred;
   bool replay = true;
   // A one-token pass split between host and device, recorded segment by segment
@@ -261,6 +271,9 @@ class DeviceSession {
   // [max_tokens * k, n_embd]. gate / up / proj hold one expert's intermediates.
   int32_t *route_tok = nullptr, *route_row = nullptr;
   float *route_w = nullptr, *xe = nullptr, *routes_out = nullptr;
+  // A layer routed on the device (device_moe_ffn): its router logits [max_tokens, n_expert];
+  // the routes' experts and weights go to route_tok / route_w, their outputs to routes_out.
+  float* moe_logits = nullptr;
   // Pinned host staging.
   float *h_x = nullptr, *h_out = nullptr, *h_logits = nullptr;
   int32_t *h_idx = nullptr, *h_ids = nullptr, *h_pos = nullptr;

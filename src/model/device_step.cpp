@@ -17,6 +17,11 @@ bool step_on_device(const DeviceSession& ds, const ForwardScratch& s) {
   if (dm.whole()) return true;  // dense
   const LlamaModel& model = dm.model();
   const SparseScratch& sc = s.sparse_scratch;
+  if (model.hparams().is_moe()) {  // every layer's experts routed there
+    for (int il = 0; il < model.hparams().n_layer; ++il)
+      if (!routes_on_device(dm.layer(il), s, 1, false, true)) return false;
+    return true;
+  }
   // Thresholds fixed for the session (no dynamic sparsity), no audits.
   if (!s.sparse || sc.monitor || sc.thresholds || sc.predictor_thresholds) return false;
   for (int il = 0; il < model.hparams().n_layer; ++il) {
@@ -52,6 +57,10 @@ DeviceOutputCopy queue_step(const LlamaModel& model, ForwardScratch& s, DeviceSe
     const DeviceLayer& d = ds.dm().layer(il);
     if (d.ffn_dense) {
       device_ffn_dense(model, ds, il, 1);
+      continue;
+    }
+    if (d.moe()) {  // routed there (step_on_device)
+      device_moe_ffn(model, ds, il, s.moe);
       continue;
     }
     if (d.predicts())
@@ -97,21 +106,25 @@ Status device_step(const LlamaModel& model, ForwardScratch& s, DeviceSession& ds
     c = device_output_copy(model, ds, 1, out, out_id);
     dev.replay(ds.step_graph[kind]);
     add_stats(stats, ds.step_stats[kind]);
+    s.moe.stats += ds.step_moe_stats[kind];
     ds.deferred = ds.step_deferred;
   } else if (ds.replay && !ds.step_unrecordable[kind]) {
     const SparseStats before = stats;
+    const MoeStats moe_before = s.moe.stats;
     dev.begin_record();
     c = queue_step(model, s, ds, pool, pos, out, out_id);
     auto id = dev.end_record();
     if (id.ok()) {
       ds.step_graph[kind] = *id;
       ds.step_stats[kind] = minus(stats, before);
+      ds.step_moe_stats[kind] = s.moe.stats - moe_before;
       ds.step_deferred = ds.deferred;
     } else {
       ds.step_unrecordable[kind] = true;
       HC_LOG_DEBUG("device step not recorded (every step queued anew): %s",
                    id.status().message().c_str());
       stats = before;
+      s.moe.stats = moe_before;
       c = queue_step(model, s, ds, pool, pos, out, out_id);
     }
   } else {

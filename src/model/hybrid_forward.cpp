@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/llama_forward.h"
+#include "model/moe_ffn.h"
 #include "ops/cpu/ops.h"
 #include "ops/cpu/sparse.h"
 
@@ -482,6 +483,41 @@ Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, Forwar
   moe_sum_slots(sc, n_embd, s.proj.data(), ds.h_routes_out);
   add_ffn_out(model, il, s, n_tok);
   return Status::Ok();
+}
+
+bool routes_on_device(const DeviceLayer& d, const ForwardScratch& s, int64_t n_tok, bool per_row,
+                      bool x_on_device) {
+  // The routes' gate / up rows go to the session's [max_tokens, n_ff] buffers.
+  return d.routes() && n_tok == 1 && !per_row && x_on_device && !s.moe.monitor && !s.observer &&
+         s.device && s.device->moe_logits &&
+         s.device->max_tokens() >= s.device->dm().model().hparams().n_expert_used;
+}
+
+void device_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, MoeScratch& sc) {
+  const LlamaHParams& hp = model.hparams();
+  const DeviceLayer& d = ds.dm().layer(il);
+  ops::Device& dev = ds.device();
+  const int k = hp.n_expert_used;
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
+  dev.rmsnorm(ds.xb, ds.x, static_cast<const float*>(d.ffn_norm.data), 1, n_embd, hp.rms_eps);
+  dev.matmul(d.router, ds.xb, 1, ds.moe_logits);
+  dev.moe_topk(ds.moe_logits, 1, hp.n_expert, k, moe_gate(hp), ds.route_tok, ds.route_w);
+  // Each route as the host's one-token expert call: gate and up of the same input, the GLU,
+  // down of the route's own h; then the weighted sum in top-k order.
+  dev.matmul_id(d.gate_exps, n_ff, ds.route_tok, k, ds.xb, 0, ds.gate);
+  dev.matmul_id(d.up_exps, n_ff, ds.route_tok, k, ds.xb, 0, ds.up);
+  dev.glu(ds.gate, ds.up, k, n_ff, glu_kind(hp));
+  dev.matmul_id(d.down_exps, n_embd, ds.route_tok, k, ds.gate, n_ff, ds.routes_out);
+  dev.moe_combine(ds.routes_out, ds.route_w, 1, k, n_embd, ds.proj);
+  dev.add(ds.x, ds.proj, n_embd);
+  const LlamaLayerWeights::Expert& E = d.exp[0];
+  sc.stats.routes += static_cast<uint64_t>(k);
+  sc.stats.routes_device += static_cast<uint64_t>(k);
+  sc.stats.expert_calls_device += static_cast<uint64_t>(k);  // a token's k experts differ
+  sc.stats.bytes_device += rows_bytes(d.router, d.router.ne1) +
+                           static_cast<uint64_t>(k) * (rows_bytes(E.gate, E.gate.ne1) +
+                                                       rows_bytes(E.up, E.up.ne1) +
+                                                       rows_bytes(E.down, E.down.ne1));
 }
 
 DeviceOutputCopy queue_device_output(const LlamaModel& model, DeviceSession& ds, int64_t first,

@@ -85,6 +85,17 @@ bool merges_on_device(const LlamaModel& model, int il);
 // host sums each token's outputs in top-k order into x. s.xb / s.in hold the normed input.
 Status hybrid_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, ForwardScratch& s,
                       ThreadPool& pool, int64_t n_tok, bool per_row = false);
+// Whether layer il's experts run routed on the device in this pass (DeviceLayer::routes): one
+// token of one sequence, x on the device, nobody watching the routing (a monitor for expert
+// migration, an observer).
+bool routes_on_device(const DeviceLayer& d, const ForwardScratch& s, int64_t n_tok, bool per_row,
+                      bool x_on_device);
+// Layer il's mixture-of-experts FFN for one token wholly on the device (routes_on_device): the
+// norm, the router, the top k (Device::moe_topk), the chosen experts' gate, up and down
+// (Device::matmul_id over the layer's stacked experts), their weighted sum in top-k order
+// (moe_combine) added into x there; no sync, nothing crosses. The host's bits on the CPU
+// device. The counters it adds go to sc.stats (every route on the device).
+void device_moe_ffn(const LlamaModel& model, DeviceSession& ds, int il, MoeScratch& sc);
 // Final norm and output matrix on the device for rows [first, n_tok) (x on device): logits
 // [n_tok - first, n_vocab] copied to out; or, with out_id, only each row's greedy token
 // (Device::argmax) copied to out_id [n_tok - first], out untouched: 4 bytes a row cross.

@@ -414,7 +414,9 @@ Status run_layer(const LlamaModel& model, int il, const Rows& rows, ForwardScrat
     HC_TRY(xr.to_host(s.x.data(), n));
     attention_block(model, model.weights().layers[il], il, rows, s, pool);
   }
-  if (dl && dl->moe()) {
+  if (dl && dl->moe() && routes_on_device(*dl, s, n_tok, per_row, xr.on_device)) {
+    device_moe_ffn(model, *s.device, il, s.moe);  // x stays on the device: no sync
+  } else if (dl && dl->moe()) {
     HC_TRY(xr.to_host(s.x.data(), n));
     const LlamaLayerWeights& L = model.weights().layers[il];
     norm_rows(hp, s.x.data(), s.xb.data(), L.ffn_norm, L.ffn_norm_b, n_tok);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "model/sparse_ffn.h"
+#include "ops/cpu/moe_topk.h"
 #include "ops/cpu/ops.h"
 
 namespace hc {
@@ -22,6 +23,16 @@ void ensure(std::vector<float>& v, size_t n) {
 
 }  // namespace
 
+ops::MoeGate moe_gate(const LlamaHParams& hp) {
+  ops::MoeGate g;
+  g.kind = hp.moe_gating == MoeGating::kSigmoid         ? ops::MoeGate::kSigmoid
+           : hp.moe_gating == MoeGating::kSoftmaxWeight ? ops::MoeGate::kSoftmaxWeight
+                                                        : ops::MoeGate::kSoftmax;
+  g.norm_w = hp.moe_norm_w;
+  g.w_scale = hp.moe_w_scale;
+  return g;
+}
+
 void moe_route(const LlamaHParams& hp, float* logits, int64_t n_tok, MoeRouting* r) {
   const int n_expert = hp.n_expert, k = hp.n_expert_used;
   r->n_tok = n_tok;
@@ -32,31 +43,11 @@ void moe_route(const LlamaHParams& hp, float* logits, int64_t n_tok, MoeRouting*
   r->route.resize(static_cast<size_t>(n_tok * k));
   std::vector<int32_t>& order = r->order;
   order.resize(static_cast<size_t>(n_expert));
+  const ops::MoeGate gate = moe_gate(hp);
   for (int64_t t = 0; t < n_tok; ++t) {
-    float* p = logits + t * n_expert;
-    if (hp.moe_gating == MoeGating::kSoftmax) ops::softmax(p, n_expert);
-    else if (hp.moe_gating == MoeGating::kSigmoid)
-      for (int e = 0; e < n_expert; ++e) p[e] = 1.0f / (1.0f + std::exp(-p[e]));
-    for (int e = 0; e < n_expert; ++e) order[e] = e;
-    // ggml_argsort_top_k: descending; equal values keep the lower index first.
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [p](int32_t a, int32_t b) {
-      return p[a] > p[b] || (!(p[b] > p[a]) && a < b);
-    });
     int32_t* ex = r->expert.data() + t * k;
-    float* w = r->weight.data() + t * k;
-    for (int j = 0; j < k; ++j) {
-      ex[j] = order[j];
-      w[j] = p[order[j]];
-    }
-    if (hp.moe_gating == MoeGating::kSoftmaxWeight) ops::softmax(w, k);
-    if (hp.moe_norm_w) {
-      double sum = 0.0;  // ggml_vec_sum_f32: a double sum rounded to float
-      for (int j = 0; j < k; ++j) sum += static_cast<double>(w[j]);
-      const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);  // ggml_clamp
-      for (int j = 0; j < k; ++j) w[j] /= s;
-    }
-    if (hp.moe_w_scale != 0.0f && hp.moe_w_scale != 1.0f)
-      for (int j = 0; j < k; ++j) w[j] *= hp.moe_w_scale;
+    ops::moe_topk_row(logits + t * n_expert, n_expert, k, gate, ex, r->weight.data() + t * k,
+                      order.data());
     for (int j = 0; j < k; ++j) ++r->offset[ex[j] + 1];
   }
   for (int e = 0; e < n_expert; ++e) r->offset[e + 1] += r->offset[e];

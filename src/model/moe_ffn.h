@@ -20,6 +20,7 @@
 #include "model/ffn_observer.h"
 #include "model/llama_model.h"
 #include "ops/cpu/matmul.h"
+#include "ops/cpu/moe_topk.h"
 
 namespace hc {
 
@@ -37,6 +38,8 @@ struct MoeRouting {
   std::vector<int32_t> order;   // [n_expert] moe_route's scratch
 };
 
+// The gate of hp's experts as ops::moe_topk_row (and Device::moe_topk) take it.
+ops::MoeGate moe_gate(const LlamaHParams& hp);
 // Computes the routing from router logits [n_tok, n_expert] (overwritten with probabilities).
 void moe_route(const LlamaHParams& hp, float* logits, int64_t n_tok, MoeRouting* r);
 
@@ -56,6 +59,19 @@ struct MoeStats {
   uint64_t bytes = 0, bytes_device = 0;
   uint64_t expert_calls = 0, expert_calls_device = 0;
   double device_share() const { return routes ? double(routes_device) / double(routes) : 0.0; }
+  MoeStats& operator+=(const MoeStats& o) {
+    routes += o.routes, routes_device += o.routes_device, bytes += o.bytes;
+    bytes_device += o.bytes_device, expert_calls += o.expert_calls;
+    expert_calls_device += o.expert_calls_device;
+    return *this;
+  }
+  MoeStats operator-(const MoeStats& o) const {
+    MoeStats d = *this;
+    d.routes -= o.routes, d.routes_device -= o.routes_device, d.bytes -= o.bytes;
+    d.bytes_device -= o.bytes_device, d.expert_calls -= o.expert_calls;
+    d.expert_calls_device -= o.expert_calls_device;
+    return d;
+  }
 };
 
 // Buffers of one session's MoE layers (kept between calls: decode allocates nothing).

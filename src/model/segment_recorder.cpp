@@ -15,7 +15,7 @@ namespace {
 enum class Op : uint64_t {
   kCopyToDevice = 1, kCopyToHost, kRmsnorm, kMatmul, kMatmulRows, kRope, kKvStore, kAttention,
   kGlu, kAdd, kAddRows, kGetRows, kSetRowsScaled, kFfnThreshold, kFfnThresholdRows, kFfnRows,
-  kArgmax, kFireMask,
+  kArgmax, kFireMask, kMoeTopk, kMatmulId, kMoeCombine,
 };
 
 // An operation's fingerprint: its kind and every argument, a word each (a TensorView, a
@@ -67,6 +67,12 @@ void add(Words& p, const ops::AttentionShape& s) {
   add(p, s.head_dim);
   add(p, s.k_stride);
   add(p, s.v_stride);
+}
+
+void add(Words& p, const ops::MoeGate& g) {
+  add(p, g.kind);
+  add(p, g.norm_w);
+  add(p, g.w_scale);
 }
 
 template <class... A>
@@ -377,6 +383,21 @@ void SegmentRecorder::fire_mask(const float* x, int64_t n_tok, int64_t n, const 
                                 int64_t n_cols, float threshold, uint8_t* fire) {
   HC_PUT(Op::kFireMask, fire_mask(x, n_tok, n, cols, n_cols, threshold, fire), x, n_tok, n,
          cols, n_cols, threshold, fire);
+}
+
+void SegmentRecorder::moe_topk(float* x, int64_t n_tok, int n_expert, int k,
+                               const ops::MoeGate& gate, int32_t* ids, float* w) {
+  HC_PUT(Op::kMoeTopk, moe_topk(x, n_tok, n_expert, k, gate, ids, w), x, n_tok, n_expert, k,
+         gate, ids, w);
+}
+void SegmentRecorder::matmul_id(const TensorView& w, int64_t rows, const int32_t* ids,
+                                int64_t n_ids, const float* x, int64_t x_stride, float* y) {
+  HC_PUT(Op::kMatmulId, matmul_id(w, rows, ids, n_ids, x, x_stride, y), w, rows, ids, n_ids, x,
+         x_stride, y);
+}
+void SegmentRecorder::moe_combine(const float* y, const float* w, int64_t n_tok, int k,
+                                  int64_t n, float* out) {
+  HC_PUT(Op::kMoeCombine, moe_combine(y, w, n_tok, k, n, out), y, w, n_tok, k, n, out);
 }
 
 #undef HC_PUT

@@ -85,6 +85,9 @@ class SegmentRecorder final : public ops::Device {
   Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows, int64_t row0,
                                    int64_t n_rows, const char* what) override;
   void free_weight(const TensorView& w) override;
+  TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n_rows) const override {
+    return inner_.weight_rows(w, row0, n_rows);
+  }
   Status reserve_scratch(const ops::ScratchNeeds& n) override;
   void update_rows(const TensorView& w, const TensorView& host, const int32_t* src_rows,
                    const int32_t* slots, int64_t n) override;
@@ -121,6 +124,12 @@ class SegmentRecorder final : public ops::Device {
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, ops::GluKind kind, float* out) override;
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
+  void moe_topk(float* x, int64_t n_tok, int n_expert, int k, const ops::MoeGate& gate,
+                int32_t* ids, float* w) override;
+  void matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                 const float* x, int64_t x_stride, float* y) override;
+  void moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                   float* out) override;
   void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols, int64_t n_cols,
                  float threshold, uint8_t* fire) override;
   // Not recordable itself (it records through the device it wraps).

@@ -44,6 +44,7 @@
 #include "core/status.h"
 #include "core/tensor_view.h"
 #include "ops/cpu/attention.h"
+#include "ops/cpu/moe_topk.h"
 
 namespace hc::ops {
 
@@ -164,6 +165,18 @@ class Device {
   virtual Result<TensorView> upload_weight(const TensorView& host, const int32_t* rows,
                                            int64_t row0, int64_t n_rows, const char* what);
   virtual void free_weight(const TensorView& w);
+  // Rows [row0, row0 + n_rows) of a device weight w (from upload_weight) as a weight of their
+  // own, usable by every operation until w is freed (never freed itself): one expert of a
+  // layer's experts uploaded as one matrix. The default offsets the data; the CPU device also
+  // its decode layout, which takes row0 and n_rows in whole groups of rows (ops/cpu/repack.h
+  // kRepackRows; else the view has none and its kernels round as ggml's layout does).
+  virtual TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n_rows) const {
+    TensorView v = w;
+    v.data = w.row(row0);
+    v.ne1 = n_rows;
+    v.packed = nullptr;
+    return v;
+  }
   // What upload_weight charges for n_rows rows of a matrix like `host` (its type, row length
   // and whether the host has its decode layout), with every allocation's rounding: the bytes
   // the planners count (0 for 0 rows: nothing uploaded).
@@ -273,6 +286,26 @@ class Device {
   // index on ties, as the host's greedy sampler picks; NaN is never the largest): greedy
   // decoding, so that only the token id crosses the link. out: n_rows int32 in device memory.
   virtual void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) = 0;
+
+  // ---- mixture of experts, routed on the device (no host round trip) ----------------------
+  // Routing (ops/cpu/moe_topk.h, the host's moe_route): for n_tok rows of n_expert router
+  // logits x (overwritten with the gate's values), ids[t * k + j] = the expert with the j-th
+  // largest value and w[t * k + j] its weight. 1 <= k <= n_expert; ids, w: device memory.
+  virtual void moe_topk(float* x, int64_t n_tok, int n_expert, int k, const MoeGate& gate,
+                        int32_t* ids, float* w) = 0;
+  // y[j] = W_ids[j] . x_j for j < n_ids, each row as a one-row matmul computes it (matmul_rows):
+  // W_e = rows [e * rows, (e + 1) * rows) of w (a layer's experts as one matrix, e <
+  // w.ne1 / rows, ids: int32 in device memory), x_j = x + j * x_stride floats (x_stride 0: one
+  // input for every id, or w.ne0: consecutive rows), y [n_ids, rows]. An id out of range is reported at the
+  // next sync() where a device can check (the CPU device; Vulkan and CUDA, whose kernels cannot
+  // report, clamp it into range).
+  virtual void matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                         const float* x, int64_t x_stride, float* y) = 0;
+  // out[t] = ((y[t*k] * w[t*k] + y[t*k + 1] * w[t*k + 1]) + ...) for n_tok rows of n floats:
+  // each product rounded to fp32, then added in j order (the host's moe_sum_slots of its
+  // weighted slots), no fused multiply-add. y [n_tok * k, n], w [n_tok * k].
+  virtual void moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                           float* out) = 0;
 
   // A predictor's decision per neuron: fire[t * n_cols + j] = 1 when x[t * n + c(j)] >=
   // threshold, else 0 (NaN never fires), for n_tok rows of n logits (fc2's), c(j) = cols[j]

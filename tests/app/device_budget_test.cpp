@@ -14,5 +14,9 @@ TEST(DeviceBudgets, PredictorsRunWhereTheAttentionRunsOnTheCpuDevice) {
   test::check_predictor_budgets("cpu");
 }
 
+TEST(DeviceBudgets, ExpertsRouteOnTheCpuDeviceWhenAllAreThere) {
+  test::check_moe_budgets("cpu");
+}
+
 }  // namespace
 }  // namespace hc

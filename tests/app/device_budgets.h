@@ -27,6 +27,11 @@
 //                                     device a layer (and the position), one row and the
 //                                     layer's mask back; replayed in segments as above
 //   on the CPU device, the same text as the host's own predictor (the same bits)
+// A mixture of experts (a tiny qwen3moe from hc-synth-model: 2 layers, 16 experts, 4 used)
+// wholly on the device routes there (Device::moe_topk, matmul_id, moe_combine):
+//   -ngl 99, greedy:                  <= 1 host sync, the token id back, every step but the first
+//                                     replayed, the same text as queued anew (and, on the CPU
+//                                     device, as the host's)
 // Run on stories260K as a ReLU model (5 layers, n_embd 64, n_ff 172, vocab 512) on the device
 // given (cpu, vulkan:0). Shared by tests/app (the CPU device) and tests/vulkan (lavapipe).
 #pragma once
@@ -34,6 +39,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -66,6 +72,23 @@ inline DecodeCounters bench_counters(const std::vector<std::string>& args) {
   EXPECT_GE(c.syncs, 0) << r.out;
   EXPECT_GT(c.ops, 0) << r.out;  // the device did the work
   return c;
+}
+
+// `hotcold run` with `run_args` gives the same text with its device steps replayed and with
+// every operation queued anew (HOTCOLD_DEVICE_REPLAY=0); under that setting bench with
+// `bench_args` (when given) replays nothing.
+inline void expect_replay_keeps_text(const std::vector<std::string>& run_args,
+                                     const std::vector<std::string>& bench_args = {}) {
+  const CliResult replayed = run_hotcold(run_args);
+  ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
+  const CliResult queued = run_hotcold(run_args);
+  const double replayed_tokens = bench_args.empty() ? 0 : bench_counters(bench_args).replayed;
+  ::unsetenv("HOTCOLD_DEVICE_REPLAY");
+  EXPECT_EQ(replayed_tokens, 0) << "HOTCOLD_DEVICE_REPLAY=0 should queue every operation anew";
+  ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+  ASSERT_EQ(queued.exit_code, 0) << queued.err;
+  EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
+  EXPECT_EQ(replayed.out, queued.out) << "replayed steps must give the same tokens";
 }
 
 // The premise of a split's budgets, from `hotcold plan`'s table ("| il | device | hot / n_ff |
@@ -109,20 +132,9 @@ inline void check_decode_budgets(const std::string& device) {
   }
   {
     SCOPED_TRACE("-ngl 99, replayed or queued anew");
-    const auto generate = [&] {
-      return run_hotcold({"run", "-m", model, "-p", "Once upon a time", "-n", "32", "--temp", "0",
-                          "-ngl", "99", "--device", device});
-    };
-    const CliResult replayed = generate();
-    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
-    const CliResult queued = generate();
-    const DecodeCounters c = bench_counters({"-m", model, "-ngl", "99", "--device", device});
-    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
-    EXPECT_EQ(c.replayed, 0) << "HOTCOLD_DEVICE_REPLAY=0 should queue every step";
-    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
-    ASSERT_EQ(queued.exit_code, 0) << queued.err;
-    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
-    EXPECT_EQ(replayed.out, queued.out) << "a replayed step must give the same tokens";
+    expect_replay_keeps_text({"run", "-m", model, "-p", "Once upon a time", "-n", "32", "--temp",
+                              "0", "-ngl", "99", "--device", device},
+                             {"-m", model, "-ngl", "99", "--device", device});
   }
   // A hot/cold split with the attention of every layer and some but not all neurons of every
   // layer on the device: a budget the planner fills so (a slow host, free round trips).
@@ -155,16 +167,7 @@ inline void check_decode_budgets(const std::string& device) {
     std::vector<std::string> gen = {"run", "-p", "Once upon a time", "-n", "32", "--temp", "0",
                                     "-c", "48"};
     gen.insert(gen.end(), split.begin(), split.end());
-    const CliResult replayed = run_hotcold(gen);
-    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
-    const CliResult queued = run_hotcold(gen);
-    const DecodeCounters c = bench_counters(split);
-    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
-    EXPECT_EQ(c.replayed, 0) << "HOTCOLD_DEVICE_REPLAY=0 should queue every operation";
-    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
-    ASSERT_EQ(queued.exit_code, 0) << queued.err;
-    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
-    EXPECT_EQ(replayed.out, queued.out) << "replayed segments must give the same tokens";
+    expect_replay_keeps_text(gen, split);
   }
 }
 
@@ -198,18 +201,8 @@ inline void check_predictor_budgets(const std::string& device) {
   }
   {
     SCOPED_TRACE("-ngl 99 --predictor, replayed or queued anew");
-    const auto generate = [&] {
-      return run_hotcold({"run", "-m", model, "--predictor", "-p", "Once upon a time", "-n", "32",
-                          "--temp", "0", "-ngl", "99", "--device", device});
-    };
-    const CliResult replayed = generate();
-    ::setenv("HOTCOLD_DEVICE_REPLAY", "0", 1);
-    const CliResult queued = generate();
-    ::unsetenv("HOTCOLD_DEVICE_REPLAY");
-    ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
-    ASSERT_EQ(queued.exit_code, 0) << queued.err;
-    EXPECT_GT(replayed.out.size(), 20u) << replayed.out;
-    EXPECT_EQ(replayed.out, queued.out) << "a replayed step must give the same tokens";
+    expect_replay_keeps_text({"run", "-m", model, "--predictor", "-p", "Once upon a time", "-n",
+                              "32", "--temp", "0", "-ngl", "99", "--device", device});
   }
   if (device == "cpu") {  // the CPU device's predictor computes the host's bits
     const auto generate = [&](std::vector<std::string> extra) {
@@ -238,16 +231,58 @@ inline void check_predictor_budgets(const std::string& device) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   expect_split_in_every_layer(r.out, kLayers);
   if (::testing::Test::HasFatalFailure()) return;
+  const std::vector<std::string> split = {"-m", model, "--predictor", "--plan", plan,
+                                          "--vram-budget", gib, "--device", device};
   {
     SCOPED_TRACE("hot/cold split, --predictor");
-    const DecodeCounters c = bench_counters({"-m", model, "--predictor", "--plan", plan,
-                                             "--vram-budget", gib, "--device", device});
+    const DecodeCounters c = bench_counters(split);
     EXPECT_LE(c.syncs, kLayers + 1.0);
     EXPECT_LE(c.h2d, (kLayers + 1) * kRow + kPos)
         << "no index list or mask should go to the device";
     EXPECT_LE(c.d2h, (kLayers + 1) * kRow + kLayers * kMask);
     EXPECT_LE(c.ops, 2 * kLayers + 2.0) << "the split's device work should be replayed segments";
     EXPECT_GE(c.replayed, 16 - 1) << "every split step but the first should be replayed";
+  }
+  {
+    SCOPED_TRACE("hot/cold split, --predictor, replayed or queued anew");
+    std::vector<std::string> gen = {"run", "-p", "Once upon a time", "-n", "32", "--temp", "0",
+                                    "-c", "48"};
+    gen.insert(gen.end(), split.begin(), split.end());
+    expect_replay_keeps_text(gen);
+  }
+}
+
+inline void check_moe_budgets(const std::string& device) {
+  ScratchDir dir;
+  const std::string model = dir.file("qwen3moe.gguf");
+  const std::string synth =
+      (std::filesystem::path(HC_BINARY).parent_path() / "hc-synth-model").string();
+  CliResult r = run_binary(synth, {"--shape", "tiny", "--arch", "qwen3moe", "--experts", "16",
+                                   "--experts-used", "4", "--n-ff-exp", "256", "--layers", "2",
+                                   "--type", "q8_0", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  {
+    SCOPED_TRACE("mixture of experts, -ngl 99, greedy");
+    const DecodeCounters c = bench_counters({"-m", model, "-ngl", "99", "--device", device});
+    EXPECT_LE(c.syncs, 1.0) << "the layers should route on the device, not wait for the host";
+    EXPECT_LE(c.d2h, 64.0) << "only the token id should come back";
+    EXPECT_GE(c.replayed, 16 - 1) << "the step wholly on the device should be replayed";
+  }
+  {
+    SCOPED_TRACE("mixture of experts, -ngl 99, replayed or queued anew");
+    expect_replay_keeps_text({"run", "-m", model, "-p", "Once upon a time", "-n", "24", "--temp",
+                              "0", "-ngl", "99", "--device", device},
+                             {"-m", model, "-ngl", "99", "--device", device});
+  }
+  if (device == "cpu") {  // the CPU device routes and computes the experts as the host does
+    const std::vector<std::string> gen = {"run", "-m", model, "-p", "Once upon a time", "-n",
+                                          "24", "--temp", "0", "--ids"};
+    std::vector<std::string> dev = gen;
+    dev.insert(dev.end(), {"-ngl", "99", "--device", device});
+    const CliResult host = run_hotcold(gen), on_device = run_hotcold(dev);
+    ASSERT_EQ(host.exit_code, 0) << host.err;
+    ASSERT_EQ(on_device.exit_code, 0) << on_device.err;
+    EXPECT_EQ(on_device.out, host.out);
   }
 }
 

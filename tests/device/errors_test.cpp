@@ -160,6 +160,32 @@ TEST_F(DeviceErrors, RowOpsWithNullPointersAreReportedBySync) {
   EXPECT_EQ(from_device<float>(dev, dst->as<void>(), sentinel.size()), sentinel);
 }
 
+TEST_F(DeviceErrors, BadRoutingArgumentsAreReportedBySync) {
+  std::vector<float> logits = randn(16, 63);
+  auto dx = to_device(dev, logits);
+  DeviceBuffer ids(dev, 64), w(dev, 64), y(dev, 4 * 64 * 4);
+  const Matrix m = make_matrix(dev, GgmlType::Q8_0, 4 * 8, 64, 64);
+  ops::MoeGate g;
+  dev->moe_topk(dx->as<float>(), 1, 8, 9, g, ids.as<int32_t>(), w.as<float>());
+  expect_reported({"moe_topk", "k 9 of 8 experts"});
+  dev->moe_topk(dx->as<float>(), 1, 8, 2, g, nullptr, w.as<float>());
+  expect_reported({"moe_topk", "ids is null"});
+  dev->matmul_id(m.view(), 5, ids.as<int32_t>(), 2, dx->as<float>(), 0, y.as<float>());
+  expect_reported({"matmul_id", "rows 5 per matrix"});
+  dev->matmul_id(m.view(), 8, ids.as<int32_t>(), 2, dx->as<float>(), 3, y.as<float>());
+  expect_reported({"matmul_id", "x_stride 3"});
+  dev->matmul_id(m.view(), 8, nullptr, 2, dx->as<float>(), 0, y.as<float>());
+  expect_reported({"matmul_id", "ids is null"});
+  dev->moe_combine(y.as<float>(), w.as<float>(), 1, 0, 8, y.as<float>());
+  expect_reported({"moe_combine", "k 0"});
+  if (std::string(kDeviceKind) == "cpu") {  // the CPU device checks ids when it runs
+    const std::vector<int32_t> bad = {1, 4};
+    auto dbad = to_device(dev, bad);
+    dev->matmul_id(m.view(), 8, dbad->as<int32_t>(), 2, dx->as<float>(), 0, y.as<float>());
+    expect_reported({"matmul_id", "id 4", "not in [0, 4)"});
+  }
+}
+
 TEST_F(DeviceErrors, EmptyRowOpsDoNothing) {
   const int64_t width = 70;
   const auto src = randn(static_cast<size_t>(2 * width), 62);

@@ -191,5 +191,146 @@ TEST_F(DeviceMoeOps, GatherBiasScatterInOneQueue) {
   for (size_t k = 0; k < want.size(); ++k) ASSERT_EQ(bits(got[k]), bits(want[k])) << "k " << k;
 }
 
+// ---- routing on the device: moe_topk, matmul_id, moe_combine -------------------------------
+
+// The host's routing of one row (ops/cpu/moe_topk.h) against the device's, for every gate.
+void check_moe_topk(ops::Device* dev, int64_t n_tok, int n_expert, int k, const ops::MoeGate& g,
+                    std::vector<float> x, const std::string& what) {
+  std::vector<float> want_x = x, want_w(static_cast<size_t>(n_tok * k));
+  std::vector<int32_t> want_ids(static_cast<size_t>(n_tok * k)), order(static_cast<size_t>(n_expert));
+  for (int64_t t = 0; t < n_tok; ++t)
+    ops::moe_topk_row(want_x.data() + t * n_expert, n_expert, k, g, want_ids.data() + t * k,
+                      want_w.data() + t * k, order.data());
+  auto dx = to_device(dev, x);
+  DeviceBuffer ids(dev, static_cast<uint64_t>(n_tok * k) * 4), w(dev, static_cast<uint64_t>(n_tok * k) * 4);
+  dev->moe_topk(dx->as<float>(), n_tok, n_expert, k, g, ids.as<int32_t>(), w.as<float>());
+  check(dev->sync(), "moe_topk " + what);
+  const auto got_ids = from_device<int32_t>(dev, ids.as<void>(), want_ids.size());
+  const auto got_w = from_device<float>(dev, w.as<void>(), want_w.size());
+  const auto got_x = from_device<float>(dev, dx->as<void>(), x.size());
+  // The CPU device runs the host's code; the GPUs their own exp (~1 ulp) and sums.
+  const bool exact = std::string(kDeviceKind) == "cpu";
+  for (size_t i = 0; i < want_ids.size(); ++i) {
+    ASSERT_EQ(got_ids[i], want_ids[i]) << what << " route " << i;
+    if (exact) ASSERT_EQ(bits(got_w[i]), bits(want_w[i])) << what << " weight " << i;
+    else ASSERT_NEAR(got_w[i], want_w[i], 1e-5 * std::fabs(want_w[i]) + 1e-30) << what << " weight " << i;
+  }
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (exact) ASSERT_EQ(bits(got_x[i]), bits(want_x[i])) << what << " gate value " << i;
+    else ASSERT_NEAR(got_x[i], want_x[i], 1e-5 * std::fabs(want_x[i]) + 1e-30) << what << " gate value " << i;
+  }
+}
+
+TEST_F(DeviceMoeOps, MoeTopkChoosesAndWeighsAsTheHost) {
+  uint32_t seed = 200;
+  for (int n_expert : {8, 60, 128}) {
+    for (int k : {1, 2, 8}) {
+      for (int kind : {0, 1, 2}) {
+        for (bool norm : {false, true}) {
+          for (float scale : {0.0f, 2.5f}) {
+            ops::MoeGate g;
+            g.kind = kind;
+            g.norm_w = norm;
+            g.w_scale = scale;
+            const int64_t n_tok = 3;
+            const auto x = randn(static_cast<size_t>(n_tok * n_expert), seed++, 3.0f);
+            check_moe_topk(dev, n_tok, n_expert, k, g, x,
+                           "n_expert " + std::to_string(n_expert) + " k " + std::to_string(k) +
+                               " kind " + std::to_string(kind) + " norm " + std::to_string(norm) +
+                               " scale " + std::to_string(scale));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(DeviceMoeOps, MoeTopkBreaksTiesByTheLowerIndex) {
+  // Equal logits give equal gate values on every device: the lower index goes first.
+  std::vector<float> x = {0.5f, 2.0f, -1.0f, 2.0f, 0.5f, 2.0f, -3.0f, 0.5f};
+  ops::MoeGate g;
+  g.norm_w = true;
+  check_moe_topk(dev, 1, 8, 5, g, x, "ties, softmax");
+  g.kind = ops::MoeGate::kSigmoid;
+  check_moe_topk(dev, 1, 8, 5, g, x, "ties, sigmoid");
+}
+
+// y[j] of matmul_id against matmul_rows on the chosen matrix's rows (weight_rows), bit for bit:
+// the same one-row mat-vec on the same device.
+void check_matmul_id(ops::Device* dev, GgmlType type, int64_t n_mat, int64_t rows, int64_t cols,
+                     const std::vector<int32_t>& ids, bool x_per_id, uint32_t seed) {
+  const Matrix m = make_matrix(dev, type, n_mat * rows, cols, seed);
+  const int64_t n_ids = static_cast<int64_t>(ids.size());
+  const auto x = randn(static_cast<size_t>((x_per_id ? n_ids : 1) * cols), seed + 1);
+  auto dx = to_device(dev, x);
+  auto dids = to_device(dev, ids);
+  DeviceBuffer y(dev, static_cast<uint64_t>((n_ids + 1) * rows) * 4),
+      ref(dev, static_cast<uint64_t>(n_ids * rows) * 4);
+  const std::vector<float> sentinel(static_cast<size_t>((n_ids + 1) * rows), kSentinel);
+  check(dev->upload(y.as<void>(), sentinel.data(), sentinel.size() * 4), "upload");
+  dev->matmul_id(m.view(), rows, dids->as<int32_t>(), n_ids, dx->as<float>(),
+                 x_per_id ? cols : 0, y.as<float>());
+  for (int64_t j = 0; j < n_ids; ++j)
+    dev->matmul_rows(dev->weight_rows(m.view(), ids[static_cast<size_t>(j)] * rows, rows),
+                     dx->as<float>() + (x_per_id ? j * cols : 0), 1, ref.as<float>() + j * rows);
+  check(dev->sync(), "matmul_id");
+  const auto got = from_device<float>(dev, y.as<void>(), sentinel.size());
+  const auto want = from_device<float>(dev, ref.as<void>(), static_cast<size_t>(n_ids * rows));
+  for (int64_t i = 0; i < n_ids * rows; ++i)
+    ASSERT_EQ(bits(got[static_cast<size_t>(i)]), bits(want[static_cast<size_t>(i)]))
+        << dtype_name(type) << " route " << i / rows << " row " << i % rows;
+  for (int64_t i = n_ids * rows; i < (n_ids + 1) * rows; ++i)
+    ASSERT_EQ(got[static_cast<size_t>(i)], kSentinel) << "written past y";
+  // And the first route against the exact product (the view reads the right matrix).
+  const DeviceDots dots(type, x.data(), cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const BoundedDot d = dots(m, ids[0] * rows + r);
+    ASSERT_NEAR(got[static_cast<size_t>(r)], d.value, d.bound) << dtype_name(type) << " row " << r;
+  }
+}
+
+TEST_F(DeviceMoeOps, MatmulIdComputesEachRouteOnItsMatrix) {
+  uint32_t seed = 300;
+  for (GgmlType t : kAllTypes) {
+    check_matmul_id(dev, t, 4, 32, 256, {2, 0, 3, 2}, false, seed += 2);  // one input (gate, up)
+    check_matmul_id(dev, t, 4, 32, 256, {1, 3, 0}, true, seed += 2);      // one per route (down)
+  }
+  check_matmul_id(dev, GgmlType::Q4_0, 16, 17, 64, {15, 0, 7, 7, 3, 11, 1, 2, 9, 14}, true, 350);
+}
+
+TEST_F(DeviceMoeOps, MoeCombineSumsTheWeightedRoutesInOrderExactly) {
+  uint32_t seed = 400;
+  for (int64_t n : {1, 65, 4097}) {
+    for (int k : {1, 2, 8}) {
+      for (int64_t n_tok : {1, 3}) {
+        const auto y = randn(static_cast<size_t>(n_tok * k * n), seed++, 2.0f);
+        auto w = randn(static_cast<size_t>(n_tok * k), seed++, 1.0f);
+        auto dy = to_device(dev, y);
+        auto dw = to_device(dev, w);
+        std::vector<float> sentinel(static_cast<size_t>((n_tok + 1) * n), kSentinel);
+        auto dout = to_device(dev, sentinel);
+        dev->moe_combine(dy->as<float>(), dw->as<float>(), n_tok, k, n, dout->as<float>());
+        sync();
+        const auto got = from_device<float>(dev, dout->as<void>(), sentinel.size());
+        for (int64_t t = 0; t <= n_tok; ++t) {
+          for (int64_t i = 0; i < n; ++i) {
+            float want = kSentinel;
+            if (t < n_tok) {
+              volatile float acc = y[static_cast<size_t>((t * k) * n + i)] * w[static_cast<size_t>(t * k)];
+              for (int j = 1; j < k; ++j) {
+                volatile float p = y[static_cast<size_t>((t * k + j) * n + i)] * w[static_cast<size_t>(t * k + j)];
+                acc = acc + p;
+              }
+              want = acc;
+            }
+            ASSERT_EQ(bits(got[static_cast<size_t>(t * n + i)]), bits(want))
+                << "n " << n << " k " << k << " t " << t << " i " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hc::device_test

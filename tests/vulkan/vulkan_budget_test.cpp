@@ -18,5 +18,10 @@ TEST(VulkanBudgets, PredictorsRunWhereTheAttentionRunsThere) {
   test::check_predictor_budgets("vulkan:0");
 }
 
+TEST(VulkanBudgets, ExpertsRouteThereWhenAllAreThere) {
+  REQUIRE_VULKAN();
+  test::check_moe_budgets("vulkan:0");
+}
+
 }  // namespace
 }  // namespace hc

@@ -123,4 +123,31 @@ std::string fire_mask(const float* x, int64_t n, const int32_t* cols, int64_t n_
   return "";
 }
 
+std::string moe_topk(const float* x, int64_t n_tok, int n_expert, int k, const int32_t* ids,
+                     const float* w) {
+  if (std::string e = negatives({{"n_tok", n_tok}}); !e.empty()) return e;
+  if (n_expert < 1 || k < 1 || k > n_expert)
+    return "k " + str(k) + " of " + str(n_expert) + " experts: expected 1 <= k <= n_expert";
+  return nulls({{"x", x}, {"ids", ids}, {"w", w}});
+}
+
+std::string matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                      const float* x, int64_t x_stride, const float* y) {
+  if (std::string e = weight("weight", w, -1); !e.empty()) return e;
+  if (rows < 1 || w.ne1 % rows != 0)
+    return "rows " + str(rows) + " per matrix do not divide the weight's " + str(w.ne1) + " rows";
+  if (std::string e = negatives({{"n_ids", n_ids}, {"x_stride", x_stride}}); !e.empty()) return e;
+  if (x_stride != 0 && x_stride != w.ne0)
+    return "x_stride " + str(x_stride) + ": expected 0 (one input) or a row of x (" +
+           str(w.ne0) + ")";
+  return nulls({{"ids", ids}, {"x", x}, {"y", y}});
+}
+
+std::string moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                        const float* out) {
+  if (std::string e = negatives({{"n_tok", n_tok}, {"n", n}}); !e.empty()) return e;
+  if (k < 1) return "k " + str(k) + " must be >= 1";
+  return nulls({{"y", y}, {"w", w}, {"out", out}});
+}
+
 }  // namespace hc::ops::device_checks

@@ -47,6 +47,16 @@ std::string update_rows(const TensorView& w, const TensorView& host, const int32
 // at most n columns.
 std::string fire_mask(const float* x, int64_t n, const int32_t* cols, int64_t n_cols,
                       const uint8_t* fire);
+// moe_topk's arguments: n_tok not negative, 1 <= k <= n_expert, x, ids and w present.
+std::string moe_topk(const float* x, int64_t n_tok, int n_expert, int k, const int32_t* ids,
+                     const float* w);
+// matmul_id's: a readable weight of whole matrices of `rows` rows, n_ids not negative,
+// x_stride 0 or a row of x, ids, x and y present.
+std::string matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                      const float* x, int64_t x_stride, const float* y);
+// moe_combine's: sizes not negative, k >= 1, y, w and out present.
+std::string moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                        const float* out);
 // "x is null" for the first named pointer that is null, else "".
 std::string nulls(std::initializer_list<std::pair<const char*, const void*>> ptrs);
 // "n_tok -3 must be >= 0" for the first named size that is negative, else "".

@@ -23,6 +23,7 @@
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/matmul.h"
 #include "ops/cpu/membw.h"
+#include "ops/cpu/moe_topk.h"
 #include "ops/cpu/ops.h"
 #include "ops/cpu/repack.h"
 #include "ops/cpu/sparse.h"
@@ -192,6 +193,15 @@ class CpuDevice final : public Device {
     if (w.packed) free(const_cast<void*>(w.packed));
     Device::free_weight(w);
   }
+  // The decode layout's groups of the rows too, where the rows are whole groups.
+  TensorView weight_rows(const TensorView& w, int64_t row0, int64_t n_rows) const override {
+    TensorView v = Device::weight_rows(w, row0, n_rows);
+    if (w.packed && row0 % kRepackRows == 0 && n_rows >= kRepackRows &&
+        (n_rows % kRepackRows == 0 || row0 + n_rows == w.ne1))
+      v.packed = static_cast<const uint8_t*>(w.packed) +
+                 row0 / kRepackRows * repack_group_bytes(w.type, w.ne0);
+    return v;
+  }
 
   void copy_to_device(void* dst, const void* host_src, uint64_t bytes) override {
     if (bytes == 0 ||
@@ -331,6 +341,59 @@ class CpuDevice final : public Device {
         const float* x = src + j * width;
         const float w = scale[j];
         for (int64_t i = 0; i < width; ++i) d[i] = x[i] * w;
+      }
+    });
+  }
+  void moe_topk(float* x, int64_t n_tok, int n_expert, int k, const MoeGate& gate, int32_t* ids,
+                float* w) override {
+    if (n_tok <= 0 || !ok("moe_topk", check::moe_topk(x, n_tok, n_expert, k, ids, w))) return;
+    enqueue([=, this] {
+      order_.resize(static_cast<size_t>(n_expert));
+      for (int64_t t = 0; t < n_tok; ++t)
+        moe_topk_row(x + t * n_expert, n_expert, k, gate, ids + t * k, w + t * k, order_.data());
+    });
+  }
+  // Each id's rows as a one-row matmul on their view (weight_rows): the host's expert matmuls.
+  void matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                 const float* x, int64_t x_stride, float* y) override {
+    if (n_ids <= 0 ||
+        !ok("matmul_id", check::matmul_id(w, rows, ids, n_ids, x, x_stride, y)))
+      return;
+    enqueue([=, this] {
+      const auto t0 = Clock::now();
+      const int64_t n_mat = w.ne1 / rows;
+      uint64_t bytes = 0;
+      for (int64_t j = 0; j < n_ids; ++j) {
+        const int64_t e = ids[j];
+        if (e < 0 || e >= n_mat) {
+          ok("matmul_id", "id " + std::to_string(e) + " (of route " + std::to_string(j) +
+                              ") is not in [0, " + std::to_string(n_mat) + ")");
+          continue;
+        }
+        const TensorView v = weight_rows(w, e * rows, rows);
+        ops::matmul(v, x + j * x_stride, 1, y + j * rows, pool_, in_rows_);
+        bytes += bytes_of(v);
+      }
+      pace(bytes, t0);
+    });
+  }
+  void moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                   float* out) override {
+    if (n_tok <= 0 || n <= 0 || !ok("moe_combine", check::moe_combine(y, w, n_tok, k, n, out)))
+      return;
+    enqueue([=] {
+      for (int64_t t = 0; t < n_tok; ++t) {
+        const float* yt = y + t * k * n;
+        const float* wt = w + t * k;
+        float* o = out + t * n;
+        for (int64_t i = 0; i < n; ++i) {
+          float acc = yt[i] * wt[0];
+          for (int j = 1; j < k; ++j) {
+            const float p = yt[j * n + i] * wt[j];  // rounded before the add
+            acc += p;
+          }
+          o[i] = acc;
+        }
       }
     });
   }
@@ -697,6 +760,7 @@ class CpuDevice final : public Device {
   std::vector<float> cs_, att_blk_, att_tmp_, g_, gs_, us_;
   std::vector<fp16_t> v16_;
   std::vector<int32_t> idx_, sel_;  // rows_now: the rows read and their positions in the list
+  std::vector<int32_t> order_;      // moe_topk's scratch
   std::vector<uint8_t> fire_, mark_;
   // Queue.
   std::mutex mu_;

@@ -144,6 +144,53 @@ void CudaDevice::add_rows(float* y, const float* b, int64_t n_tok, int64_t n) {
   check_launch("add_rows");
 }
 
+void CudaDevice::moe_topk(float* x, int64_t n_tok, int n_expert, int k, const MoeGate& gate,
+                          int32_t* ids, float* w) {
+  if (n_tok <= 0) return;
+  if (std::string e = device_checks::moe_topk(x, n_tok, n_expert, k, ids, w); !e.empty())
+    return fail("moe_topk", e);
+  select();
+  launch_moe_topk(x, n_tok, n_expert, k, gate.kind, gate.norm_w, gate.w_scale, ids, w, stream_);
+  check_launch("moe_topk");
+}
+
+void CudaDevice::matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                           const float* x, int64_t x_stride, float* y) {
+  select();
+  if (n_ids <= 0) return;
+  if (std::string e = device_checks::matmul_id(w, rows, ids, n_ids, x, x_stride, y); !e.empty())
+    return fail("matmul_id", e);
+  if (!check_weight("matmul_id", "weight", w, -1)) return;
+  // One one-token mat-vec per id on its matrix: each as a one-row matmul computes it.
+  for (int64_t j = 0; j < n_ids; ++j) {
+    MatvecParams p;
+    p.w = static_cast<const uint8_t*>(w.data);
+    p.nb1 = w.nb1;
+    p.ne0 = w.ne0;
+    p.n_rows = rows;
+    p.x = x + j * x_stride;
+    p.n_tok = 1;
+    p.y = y + j * rows;
+    p.ldy = rows;
+    p.ids = ids;
+    p.route = j;
+    p.n_mat = w.ne1 / rows;
+    p.id_stride = rows * w.nb1;
+    launch_matvec(w.type, p, stream_);
+  }
+  check_launch("matmul_id", static_cast<uint64_t>(n_ids));
+}
+
+void CudaDevice::moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                             float* out) {
+  if (n_tok <= 0 || n <= 0) return;
+  if (std::string e = device_checks::moe_combine(y, w, n_tok, k, n, out); !e.empty())
+    return fail("moe_combine", e);
+  select();
+  launch_moe_combine(y, w, n_tok, k, n, out, stream_);
+  check_launch("moe_combine");
+}
+
 void CudaDevice::get_rows(float* dst, const float* src, const int32_t* idx, int64_t n,
                           int64_t width) {
   if (n <= 0 || width <= 0) return;

@@ -39,6 +39,73 @@ __global__ void fire_mask_kernel(const float* x, int64_t n, const int32_t* cols,
   }
 }
 
+// In place over p [n]: e_i = expf(p_i - max), then e_i * (float)(1 / their double sum).
+__device__ void softmax_row(float* p, int n) {
+  float m = -INFINITY;
+  for (int i = 0; i < n; ++i) m = fmaxf(m, p[i]);
+  double s = 0.0;
+  for (int i = 0; i < n; ++i) {
+    p[i] = expf(__fsub_rn(p[i], m));
+    s += static_cast<double>(p[i]);
+  }
+  const float inv = static_cast<float>(1.0 / s);
+  for (int i = 0; i < n; ++i) p[i] = __fmul_rn(p[i], inv);
+}
+
+// ops/cpu/moe_topk.h for row t of x (one thread a row; pick j is the largest (value, -index)
+// below pick j - 1 in that order).
+__global__ void moe_topk_kernel(float* x, int64_t n_tok, int n_expert, int k, int kind,
+                                bool norm_w, float w_scale, int32_t* ids, float* w) {
+  for (int64_t t = thread_index(); t < n_tok; t += thread_stride()) {
+    float* p = x + t * n_expert;
+    if (kind == 0) {
+      softmax_row(p, n_expert);
+    } else if (kind == 1) {
+      for (int e = 0; e < n_expert; ++e) p[e] = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-p[e])));
+    }
+    int32_t* id = ids + t * k;
+    float* wt = w + t * k;
+    float pv = 0.0f;
+    int pe = -1;
+    for (int j = 0; j < k; ++j) {
+      int best = -1;
+      float bv = 0.0f;
+      for (int e = 0; e < n_expert; ++e) {
+        const float v = p[e];
+        const bool below = pe < 0 || v < pv || (v == pv && e > pe);
+        if (below && (best < 0 || v > bv)) {
+          best = e;
+          bv = v;
+        }
+      }
+      if (best < 0) best = 0;
+      id[j] = best;
+      wt[j] = bv;
+      pv = bv;
+      pe = best;
+    }
+    if (kind == 2) softmax_row(wt, k);
+    if (norm_w) {
+      double s = 0.0;
+      for (int j = 0; j < k; ++j) s += static_cast<double>(wt[j]);
+      const float sf = fmaxf(static_cast<float>(s), 6.103515625e-5f);
+      for (int j = 0; j < k; ++j) wt[j] = __fdiv_rn(wt[j], sf);
+    }
+    if (w_scale != 0.0f && w_scale != 1.0f)
+      for (int j = 0; j < k; ++j) wt[j] = __fmul_rn(wt[j], w_scale);
+  }
+}
+
+__global__ void moe_combine_kernel(const float* y, const float* w, int k, int64_t n,
+                                   int64_t total, float* out) {
+  for (int64_t e = thread_index(); e < total; e += thread_stride()) {
+    const int64_t t = e / n, i = e % n;
+    float acc = __fmul_rn(y[(t * k) * n + i], w[t * k]);
+    for (int j = 1; j < k; ++j) acc = __fadd_rn(acc, __fmul_rn(y[(t * k + j) * n + i], w[t * k + j]));
+    out[e] = acc;
+  }
+}
+
 // One block per row: the first index of the row's largest value (NaN never; all NaN: 0). Each
 // thread keeps its stride's first largest, then the block keeps, of two candidates, the larger
 // value or, on equal values, the smaller index (comparisons with NaN are false).
@@ -224,6 +291,20 @@ void launch_ungated_relu(float* h, int64_t n_rows, int64_t n_tok, const uint8_t*
   if (n <= 0) return;
   ungated_relu_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(h, n_rows, n, fire, ld_fire,
                                                                      threshold);
+}
+
+void launch_moe_topk(float* x, int64_t n_tok, int n_expert, int k, int kind, bool norm_w,
+                     float w_scale, int32_t* ids, float* w, cudaStream_t stream) {
+  if (n_tok <= 0) return;
+  moe_topk_kernel<<<grid_for(n_tok, kThreads), kThreads, 0, stream>>>(x, n_tok, n_expert, k, kind,
+                                                                     norm_w, w_scale, ids, w);
+}
+
+void launch_moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                        float* out, cudaStream_t stream) {
+  const int64_t total = n_tok * n;
+  if (total <= 0) return;
+  moe_combine_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(y, w, k, n, total, out);
 }
 
 void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cudaStream_t stream) {

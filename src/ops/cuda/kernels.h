@@ -46,6 +46,10 @@ struct MatvecParams {
   // launch_gate_up only: the up matrix (same type and row ids as w).
   const uint8_t* w_up = nullptr;
   int64_t nb1_up = 0;
+  // matmul_id: w is matrix e = ids[route] (clamped into [0, n_mat)) of a stack of n_mat
+  // matrices id_stride bytes apart, from w; null: w itself.
+  const int32_t* ids = nullptr;
+  int64_t route = 0, n_mat = 0, id_stride = 0;
 };
 bool launch_matvec(GgmlType t, const MatvecParams& p, cudaStream_t stream);
 
@@ -107,6 +111,13 @@ void launch_argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out, cuda
 // t < n_tok: a predictor's mask (ops/device.h fire_mask).
 void launch_fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,
                       int64_t n_cols, float threshold, uint8_t* fire, cudaStream_t stream);
+// Mixture-of-experts routing, ops/cpu/moe_topk.h per row of x [n_tok, n_expert] (overwritten
+// with the gate's values; expf, a double sum): ids / w [n_tok, k]. One thread per row.
+void launch_moe_topk(float* x, int64_t n_tok, int n_expert, int k, int kind, bool norm_w,
+                     float w_scale, int32_t* ids, float* w, cudaStream_t stream);
+// out[t, i] = ((y[t k, i] * w[t k]) + y[t k + 1, i] * w[t k + 1]) + ..., each product rounded.
+void launch_moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                        float* out, cudaStream_t stream);
 // y[t * n + i] += b[i] for t < n_tok.
 void launch_add_rows(float* y, const float* b, int64_t n_tok, int64_t n, cudaStream_t stream);
 // Rows of width floats: dst[j] = src[idx[j]] (get_rows), dst[idx[j]] = src[j] * scale[j]

@@ -104,11 +104,16 @@ __global__ void __launch_bounds__(kMvWarps* kWarp, 2) matvec_kernel(const Matvec
   const uint8_t* rows[kMvRowsPerWarp];
   bool live[kMvRowsPerWarp];
   bool any = false;
+  const uint8_t* w = p.w;
+  if (p.ids) {  // matmul_id: this route's matrix of the stack
+    const int64_t e = min(max(static_cast<int64_t>(p.ids[p.route]), int64_t{0}), p.n_mat - 1);
+    w += e * p.id_stride;
+  }
 #pragma unroll
   for (int r = 0; r < kMvRowsPerWarp; ++r) {
     const int64_t j = j0 + r;
     live[r] = j < p.n_rows && row_needed(p, j);
-    rows[r] = live[r] ? p.w + (p.idx ? p.idx[j] : j) * p.nb1 : nullptr;
+    rows[r] = live[r] ? w + (p.idx ? p.idx[j] : j) * p.nb1 : nullptr;
     any = any || live[r];
   }
   float acc[kMvRowsPerWarp][NT] = {};

@@ -69,6 +69,10 @@ static_assert(sizeof(QuantizePC) == 40);
 //   mode 3 (gate + up):    an FFN's mode 0 / 1 gate pass and mode 2 up pass in one dispatch, the
 //                          gate g held in registers (W_up = w_up, nb1_up, of W's type): the bits
 //                          the two passes leave in y
+//   mode 4 (by id):        mode 0 on matrix e = ids[route] of a stack of n_mat matrices nb1_up
+//                          bytes apart (matmul_id): W row j at w + e * nb1_up + j * nb1, idx =
+//                          the ids (int32), ld_fire = route, glu_kind = n_mat (e clamped into
+//                          [0, n_mat)); one token
 //   act: glu_kind 0 SiLU x / (1 + e^-x), 1 ReLU max(x, 0) (the host's float operations, e^x to
 //   ~1 ulp: common.glsl hc_act).
 // Grid, by specialisation constant 0 (rows per lane, R):
@@ -187,6 +191,20 @@ struct ArgmaxPC {
   int32_t n_rows, pad;
 };
 static_assert(sizeof(ArgmaxPC) == 32);
+
+// moe (shaders/moe.comp): mode 0 moe_topk ("rows" grid over n_tok): x [n_tok, n_expert] the
+// router logits (overwritten with the gate's values), ids / w [n_tok, k] the chosen experts
+// and weights, kind / norm_w / w_scale as ops::MoeGate; mode 1 moe_combine ("elements" grid
+// over total = n_tok * n): x the routes' outputs y [n_tok * k, n], w their weights, out_
+// [n_tok, n].
+struct MoePC {
+  uint64_t x, ids, w, out;
+  int64_t n, total;
+  int32_t n_tok, n_expert, k, kind, norm_w, mode;
+  float w_scale;
+  int32_t pad;
+};
+static_assert(sizeof(MoePC) == 80);
 
 // fire_mask ("elements" grid over total = n_tok * n_cols): fire[t * n_cols + j] (uint8) = 1 when
 // x[t * n + c(j)] >= threshold, else 0; c(j) = cols[j] (int32) when cols != 0, else j.

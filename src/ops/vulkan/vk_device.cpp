@@ -228,7 +228,7 @@ std::string pipe_name(int p) {
   if (p < kRmsnorm) return std::string("down_") + kWTypeNames[(p - kDown0) % kVkWTypes];
   static const char* rest[] = {"rmsnorm",   "rope",       "kv_store", "glu", "add",
                                "attention", "read_probe", "quantize", "rows", "argmax",
-                               "fire_mask"};
+                               "fire_mask", "moe"};
   return rest[p - kRmsnorm];
 }
 
@@ -849,6 +849,61 @@ void VulkanDevice::argmax(const float* x, int64_t n_rows, int64_t n, int32_t* ou
     return fail("argmax", e);
   ArgmaxPC pc{addr_of(x), addr_of(out), n, static_cast<int32_t>(n_rows), 0};
   dispatch("argmax", kArgmax, &pc, sizeof pc, static_cast<uint64_t>(n_rows));
+}
+
+void VulkanDevice::moe_topk(float* x, int64_t n_tok, int n_expert, int k, const MoeGate& gate,
+                            int32_t* ids, float* w) {
+  if (!usable("moe_topk") || n_tok <= 0) return;
+  if (std::string e = device_checks::moe_topk(x, n_tok, n_expert, k, ids, w); !e.empty())
+    return fail("moe_topk", e);
+  if (n_tok > INT32_MAX) return fail("moe_topk", "too many rows for one dispatch");
+  MoePC pc{addr_of(x), addr_of(ids), addr_of(w), 0, 0, 0, static_cast<int32_t>(n_tok), n_expert,
+           k, gate.kind, gate.norm_w ? 1 : 0, 0, gate.w_scale, 0};
+  dispatch("moe_topk", kMoe, &pc, sizeof pc, static_cast<uint64_t>(n_tok));
+}
+
+void VulkanDevice::matmul_id(const TensorView& w, int64_t rows, const int32_t* ids,
+                             int64_t n_ids, const float* x, int64_t x_stride, float* y) {
+  if (!usable("matmul_id") || n_ids <= 0) return;
+  if (std::string e = device_checks::matmul_id(w, rows, ids, n_ids, x, x_stride, y); !e.empty())
+    return fail("matmul_id", e);
+  if (!check_weight("matmul_id", "weight", w, -1)) return;
+  const int64_t n_mat = w.ne1 / rows;
+  if (rows > INT32_MAX || w.ne0 > INT32_MAX || n_mat > INT32_MAX)
+    return fail("matmul_id", "matrix too large for one dispatch");
+  // The inputs quantised once (one row for every id, or a row per id), then one one-token
+  // mat-vec per id on its matrix (mode 4), each as a one-row matmul computes it.
+  MatvecPC pc{};
+  if (!quantize_x("matmul_id", w.type, x, x_stride ? n_ids : 1, w.ne0, &pc.x, &pc.nbx)) return;
+  const uint64_t x0 = pc.x;
+  pc.w = addr_of(w.data);
+  pc.nb1 = w.nb1;
+  pc.ne0 = static_cast<int32_t>(w.ne0);
+  pc.n_rows = static_cast<int32_t>(rows);
+  pc.n_tok = 1;
+  pc.ldy = static_cast<int32_t>(rows);
+  pc.mode = 4;
+  pc.idx = addr_of(ids);
+  pc.nb1_up = rows * w.nb1;
+  pc.glu_kind = static_cast<int32_t>(n_mat);
+  const uint64_t seq = ops_recorded_;
+  for (int64_t j = 0; j < n_ids; ++j) {
+    pc.ld_fire = static_cast<int32_t>(j);
+    pc.x = x0 + (x_stride ? static_cast<uint64_t>(j * pc.nbx) : 0);
+    pc.y = addr_of(y + j * rows);
+    matvec("matmul_id", w, pc);
+  }
+  keep_xq(seq, x, (x_stride ? n_ids : 1) * w.ne0, y, n_ids * rows);
+}
+
+void VulkanDevice::moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                               float* out) {
+  if (!usable("moe_combine") || n_tok <= 0 || n <= 0) return;
+  if (std::string e = device_checks::moe_combine(y, w, n_tok, k, n, out); !e.empty())
+    return fail("moe_combine", e);
+  MoePC pc{addr_of(y), 0, addr_of(w), addr_of(out), n, n_tok * n, static_cast<int32_t>(n_tok),
+           0, k, 0, 0, 1, 0.0f, 0};
+  dispatch("moe_combine", kMoe, &pc, sizeof pc, elem_groups(n_tok * n));
 }
 
 void VulkanDevice::fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols,

@@ -70,6 +70,7 @@ enum Pipe : int {
   kRows,
   kArgmax,
   kFireMask,
+  kMoe,
   kPipes
 };
 
@@ -156,6 +157,12 @@ class VulkanDevice final : public Device {
                 const TensorView& down_t, const float* x, int64_t n_tok, const int32_t* idx,
                 int64_t n_idx, const uint8_t* fire, GluKind kind, float* out) override;
   void argmax(const float* x, int64_t n_rows, int64_t n, int32_t* out) override;
+  void moe_topk(float* x, int64_t n_tok, int n_expert, int k, const MoeGate& gate, int32_t* ids,
+                float* w) override;
+  void matmul_id(const TensorView& w, int64_t rows, const int32_t* ids, int64_t n_ids,
+                 const float* x, int64_t x_stride, float* y) override;
+  void moe_combine(const float* y, const float* w, int64_t n_tok, int k, int64_t n,
+                   float* out) override;
   void fire_mask(const float* x, int64_t n_tok, int64_t n, const int32_t* cols, int64_t n_cols,
                  float threshold, uint8_t* fire) override;
   Status sync() override;

@@ -16,6 +16,8 @@
 //           some token fires (fire, else |act(g)| > threshold), u(t) = W_up[row(j)] . xq[t] and
 //           y = fired(t, j) ? act(g) * u : 0: exactly what mode 0 / 1 and then mode 2 leave in
 //           y (the same dot products, sums and rounding), with W_up of W's type (same xq).
+//   mode 4 (matmul_id): mode 0 on matrix e = idx[ld_fire] (clamped into [0, glu_kind)) of a
+//           stack of matrices nb1_up bytes apart: W row j at w + e * nb1_up + j * nb1.
 //
 // Two work splits, chosen by the runtime with specialisation constant 0 (kVkRowsPerLane):
 //
@@ -68,7 +70,7 @@ bool fires_g(uint j, int t, float g) {
 // (mode 2, or mode 1 with a threshold).
 // Mode 3 asks as its gate pass would: always without fire (mode 0), by fire with it (mode 1).
 bool row_fires(uint j, int n_tok, out bool fired[HC_MAX_TOK], out float g[HC_MAX_TOK]) {
-  const int mode = pc.mode == 3 ? (pc.fire != 0ul ? 1 : 0) : pc.mode;
+  const int mode = pc.mode == 3 ? (pc.fire != 0ul ? 1 : 0) : pc.mode == 4 ? 0 : pc.mode;
   bool any = mode == 0;
   for (int t = 0; t < MAX_TOK; ++t) {
     fired[t] = false;
@@ -90,6 +92,10 @@ bool row_fires(uint j, int n_tok, out bool fired[HC_MAX_TOK], out float g[HC_MAX
 }
 
 uint64_t weight_row(uint j) {
+  if (pc.mode == 4) {
+    const int e = clamp(IntRef(pc.idx).v[pc.ld_fire], 0, max(pc.glu_kind - 1, 0));
+    return pc.w + uint64_t(int64_t(e) * pc.nb1_up + int64_t(j) * pc.nb1);
+  }
   const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
   return pc.w + uint64_t(row * pc.nb1);
 }
@@ -113,7 +119,7 @@ void store_y(uint j, int t, float dot, bool fired, float g) {
     const int64_t row = pc.idx != 0ul ? int64_t(IntRef(pc.idx).v[j]) : int64_t(j);
     v = dot + FloatRef(pc.bias + off4(row)).v[0];
   }
-  if (pc.mode >= 2) v = fired ? hc_glu(g, dot, pc.glu_kind) : 0.0;
+  if (pc.mode == 2 || pc.mode == 3) v = fired ? hc_glu(g, dot, pc.glu_kind) : 0.0;
   FloatRef(pc.y + off4(int64_t(t) * pc.ldy + int64_t(j))).v[0] = v;
 }
 
