@@ -113,7 +113,7 @@ class CudaDevice final : public Device {
   void begin_record() override;
   Result<int> end_record() override;
   void replay(int id, bool step = true) override;
-  bool failed_recording_ran() const override { return false; }  // a capture runs nothing
+  bool failed_recording_ran() const override { return failed_ran_; }
   void drop_record(int id) override;
 
   void dequantize_rows(const TensorView& w, float* out);  // cuda_testing.h
@@ -198,6 +198,9 @@ class CudaDevice final : public Device {
   std::unique_ptr<OpTimer> timer_;           // HC_CUDA_PROFILE's breakdown, or null
   bool capturing_ = false;                   // between begin_record and end_record
   std::string capture_error_;                // why the capture cannot be kept
+  // Whether what the last refused recording queued ran: a capture runs nothing, but when none
+  // started (HC_CUDA_PROFILE, a failed cudaStreamBeginCapture) the operations ran as queued.
+  bool failed_ran_ = false;
   struct Graph {
     cudaGraphExec_t exec;
     RecordedBytes bytes;  // what its copies move (counted again at each replay)

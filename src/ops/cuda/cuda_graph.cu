@@ -30,7 +30,8 @@ void CudaDevice::begin_record() {
 
 Result<int> CudaDevice::end_record() {
   select();
-  if (!capturing_) {
+  if (!capturing_) {  // no capture started: what was queued ran
+    failed_ran_ = true;
     std::string why = capture_error_.empty() ? "begin_record was not called, or a sync() "
                                                "ended the capture"
                                              : capture_error_;
@@ -38,6 +39,7 @@ Result<int> CudaDevice::end_record() {
     return Status::Error("CUDA device " + name_ + ": cannot replay the recording: " + why);
   }
   capturing_ = false;
+  failed_ran_ = false;  // captured: nothing of it has run
   cudaGraph_t graph = nullptr;
   std::string why = capture_error_;
   capture_error_.clear();
