@@ -161,7 +161,7 @@ TEST_F(DeviceErrors, RowOpsWithNullPointersAreReportedBySync) {
 }
 
 TEST_F(DeviceErrors, BadRoutingArgumentsAreReportedBySync) {
-  std::vector<float> logits = randn(16, 63);
+  std::vector<float> logits = randn(64, 63);  // 8 experts' logits; also a row of the matrix's x
   auto dx = to_device(dev, logits);
   DeviceBuffer ids(dev, 64), w(dev, 64), y(dev, 4 * 64 * 4);
   const Matrix m = make_matrix(dev, GgmlType::Q8_0, 4 * 8, 64, 64);

@@ -5,7 +5,10 @@ A few training steps on a slice of TinyStories, then checks that
   * the torch ReGLU forward matches hotcold on the same weights: perplexity on the held-out text
     (same chunks, same tokens), last-token logits, greedy ids;
   * the L1 penalty raises the FFN sparsity above the step-0 value (SiLU swapped for ReLU);
-  * the GGUF-in / GGUF-out path (the one SmolLM2-135M will take) round-trips as well.
+  * the GGUF-in / GGUF-out path (the one SmolLM2-135M will take) round-trips as well;
+  * a LoRA adapter trained with self-distillation (--lora --kl) is written as llama.cpp's LoRA
+    GGUF with checksums, `lora.py merge` rebuilds the tool's output from it byte for byte, a
+    resumed run continues from its checkpoint, and a checkpoint of another recipe is refused.
 
 The tool needs PyTorch, which the reference venv does not have: it runs under $HC_TORCH_PYTHON
 (default /usr/bin/python3 with Debian's python3-torch). Without torch there the test is skipped
@@ -114,3 +117,63 @@ def test_relufy_gguf(tmp_path, hotcold_bin, shared_dir, torch_python):
            "--name", "stories260K-sparse", *common(shared_dir))
     check_report(json.loads(out.with_suffix(".json").read_text()))
     check_engine_agrees(torch_python, hotcold_bin, out)
+
+
+LORA = ["--data", "{shared}/data/tinystories/tinystories_val_head.txt",
+        "--max-train-lines", "1500", "--eval-ctx", "128", "--eval-chunks", "6",
+        "--batch", "8", "--seq", "128", "--lr", "3e-3", "--warmup", "1", "--l1", "3",
+        "--l1-ramp", "0", "--log-every", "1", "--threads", "1", "--lora", "8", "--kl", "1",
+        "--no-engine-ppl"]
+
+
+def test_relufy_lora_adapter_merge_and_resume(tmp_path, hotcold_bin, shared_dir, torch_python):
+    model = shared_dir / "models" / "stories260K"
+    src = tmp_path / "stories260K.gguf"
+    hotcold_both(hotcold_bin, "convert", "--llama2c", model / "stories260K.bin",
+                 "--tokenizer", model / "tok512.bin", "-o", src)
+    lora_args = [x.format(shared=shared_dir) for x in LORA]
+    ckpt = tmp_path / "ck.pt"
+    first = tmp_path / "first.gguf"
+    run_py(torch_python, TOOL, "--gguf", src, "-o", first, "--hotcold", hotcold_bin,
+           "--name", "stories260K-lora", "--steps", "4", "--ckpt", ckpt,
+           "--adapter-out", tmp_path / "ad" / "lora", *lora_args)
+    rep1 = json.loads(first.with_suffix(".json").read_text())
+    assert rep1["trained_steps"] == 4 and rep1["trained_tokens"] == 4 * 8 * 128, rep1
+    manifest = json.loads((tmp_path / "ad" / "lora.json").read_text())
+    assert manifest["rank"] == 8 and len(manifest["shards"]) >= 1, manifest
+    # 5 layers x 7 linear layers, each with its two factors.
+    assert sum(len(s["tensors"]) for s in manifest["shards"]) == 35, manifest
+    # The adapter's distillation loss falls as it trains.
+    kl = [h["kl"] for h in rep1["history"]]
+    assert kl[-1] < kl[0], kl
+    # The merge tool rebuilds the tool's output from the base and the adapter, to the byte.
+    merged = tmp_path / "merged.gguf"
+    run_py(torch_python, ROOT / "tools" / "relu" / "lora.py", "merge", "--base", src, "--adapter",
+           tmp_path / "ad" / "lora.json", "-o", merged, "--name", "stories260K-lora",
+           "--out-type", "f32")
+    assert merged.read_bytes() == first.read_bytes()
+    check_engine_agrees(torch_python, hotcold_bin, merged)
+    # A changed shard is refused by its checksum.
+    shard = tmp_path / "ad" / manifest["shards"][0]["file"]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))
+    p = subprocess.run([torch_python, str(ROOT / "tools" / "relu" / "lora.py"), "merge", "--base",
+                        str(src), "--adapter", str(tmp_path / "ad" / "lora.json"), "-o",
+                        str(tmp_path / "bad.gguf")], capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode != 0 and "sha256" in p.stderr, p.stderr[-2000:]
+    # Resumed to 6 steps: the first 4 are the checkpoint's, training goes on from there.
+    second = tmp_path / "second.gguf"
+    run_py(torch_python, TOOL, "--gguf", src, "-o", second, "--hotcold", hotcold_bin,
+                 "--name", "stories260K-lora", "--steps", "6", "--ckpt", ckpt, "--resume",
+                 *lora_args)
+    rep2 = json.loads(second.with_suffix(".json").read_text())
+    assert rep2["trained_steps"] == 6, rep2
+    assert rep2["history"][:4] == rep1["history"][:4], (rep1["history"], rep2["history"])
+    assert [h["step"] for h in rep2["history"][4:6]] == [5, 6], rep2["history"]
+    # Another recipe's checkpoint is refused, naming what differs.
+    p = subprocess.run([torch_python, str(TOOL), "--gguf", str(src), "-o", str(tmp_path / "x.gguf"),
+                        "--hotcold", str(hotcold_bin), "--steps", "6", "--ckpt", str(ckpt),
+                        "--resume", *[a if a != "3e-3" else "1e-3" for a in lora_args]],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert p.returncode != 0 and "'lr'" in p.stderr, p.stderr[-2000:]

@@ -47,6 +47,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import lora  # noqa: E402  (tools/relu/lora.py: the adapter file and its merge)
+
 GGUF_PY_FALLBACK = Path.home() / ".cache/hotcold/venv/lib/python3.11/site-packages"
 
 
@@ -86,19 +89,52 @@ class Llama(torch.nn.Module):
     Weights keep their GGUF names ('.' replaced by '_' for nn.ParameterDict) and row-major
     [n_out, n_in] shapes. act is "silu" (SwiGLU) or "relu" (ReGLU)."""
 
-    def __init__(self, cfg: Config, weights: dict[str, np.ndarray], act: str):
+    def __init__(self, cfg: Config, weights: dict[str, np.ndarray], act: str, lora_rank: int = 0,
+                 lora_alpha: float = 0.0, seed: int = 0):
+        """lora_rank > 0: the weights are frozen and every linear layer trains a low-rank delta
+        (alpha / r) B A instead (tools/relu/lora.py), A Kaiming-uniform, B zero (the delta starts
+        at 0). The weights' storage is shared with `weights` (torch.from_numpy)."""
         super().__init__()
         self.cfg, self.act = cfg, act
         self.l1_target = "gate"  # L1 on relu(gate) ("gate") or on h = relu(gate) * up ("h")
         self.w = torch.nn.ParameterDict(
-            {k.replace(".", "_"): torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)))
+            {k.replace(".", "_"): torch.nn.Parameter(torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)),
+                                                     requires_grad=lora_rank == 0)
              for k, v in weights.items() if not (cfg.tied and k == "output.weight")})
+        self.lora_rank = lora_rank
+        self.lora_scale = (lora_alpha or lora_rank) / lora_rank if lora_rank else 0.0
+        self.lora = torch.nn.ParameterDict()
+        if lora_rank:
+            g = torch.Generator().manual_seed(seed)
+            for n in lora.targets(cfg.n_layer):
+                n_out, n_in = weights[n].shape
+                bound = 1.0 / math.sqrt(n_in)  # nn.Linear's Kaiming-uniform, a = sqrt(5)
+                a = (torch.rand(lora_rank, n_in, generator=g) * 2 - 1) * bound
+                self.lora[n.replace(".", "_") + "_a"] = torch.nn.Parameter(a)
+                self.lora[n.replace(".", "_") + "_b"] = torch.nn.Parameter(torch.zeros(n_out, lora_rank))
         hd = cfg.head_dim
         inv = cfg.rope_base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)  # [hd/2]
         self.register_buffer("inv_freq", inv, persistent=False)
 
     def p(self, name: str) -> torch.Tensor:
         return self.w[name.replace(".", "_")]
+
+    def lin(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """x @ W.T, plus the LoRA delta's (x @ A.T) @ B.T * scale when the model has one."""
+        y = x @ self.p(name).T
+        if self.lora_rank:
+            k = name.replace(".", "_")
+            y = y + ((x @ self.lora[k + "_a"].T) @ self.lora[k + "_b"].T) * self.lora_scale
+        return y
+
+    def lora_factors(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """{weight name: (A, B)} as trained (the delta is (alpha / r) B A: lora.py merge)."""
+        out = {}
+        for n in lora.targets(self.cfg.n_layer):
+            k = n.replace(".", "_")
+            out[n] = (self.lora[k + "_a"].detach().float().cpu().numpy(),
+                      self.lora[k + "_b"].detach().float().cpu().numpy())
+        return out
 
     def rope(self, x: torch.Tensor) -> torch.Tensor:  # x [B, T, H, hd]
         T = x.shape[1]
@@ -125,18 +161,18 @@ class Llama(torch.nn.Module):
         for il in range(cfg.n_layer):
             pre = f"blk.{il}."
             h = self.rms(x, self.p(pre + "attn_norm.weight"))
-            q = self.rope((h @ self.p(pre + "attn_q.weight").T).view(B, T, H, hd)).transpose(1, 2)
-            k = self.rope((h @ self.p(pre + "attn_k.weight").T).view(B, T, Hkv, hd)).transpose(1, 2)
-            v = (h @ self.p(pre + "attn_v.weight").T).view(B, T, Hkv, hd).transpose(1, 2)
+            q = self.rope(self.lin(h, pre + "attn_q.weight").view(B, T, H, hd)).transpose(1, 2)
+            k = self.rope(self.lin(h, pre + "attn_k.weight").view(B, T, Hkv, hd)).transpose(1, 2)
+            v = self.lin(h, pre + "attn_v.weight").view(B, T, Hkv, hd).transpose(1, 2)
             if Hkv != H:  # GQA: query head j uses kv head j // (H / Hkv)
                 k = k.repeat_interleave(H // Hkv, dim=1)
                 v = v.repeat_interleave(H // Hkv, dim=1)
             a = (q @ k.transpose(-1, -2)) / math.sqrt(hd) + mask  # [B, H, T, T]
             o = (a.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * hd)
-            x = x + o @ self.p(pre + "attn_output.weight").T
+            x = x + self.lin(o, pre + "attn_output.weight")
             h = self.rms(x, self.p(pre + "ffn_norm.weight"))
-            g = h @ self.p(pre + "ffn_gate.weight").T  # [B, T, n_ff]
-            u = h @ self.p(pre + "ffn_up.weight").T
+            g = self.lin(h, pre + "ffn_gate.weight")  # [B, T, n_ff]
+            u = self.lin(h, pre + "ffn_up.weight")
             if self.act == "silu":
                 r = F.silu(g)
             else:
@@ -145,7 +181,7 @@ class Llama(torch.nn.Module):
             if stats is not None:
                 l1 = l1 + (r.abs().mean() if self.l1_target == "gate" else f.abs().mean())
                 zeros.append((f == 0).sum().detach())
-            x = x + f @ self.p(pre + "ffn_down.weight").T
+            x = x + self.lin(f, pre + "ffn_down.weight")
         x = self.rms(x, self.p("output_norm.weight"))
         out_w = self.p("token_embd.weight") if cfg.tied else self.p("output.weight")
         if stats is not None:
@@ -365,15 +401,57 @@ def ramp(step: int, steps: int, frac: float) -> float:
     return 1.0 if frac <= 0 else min(1.0, step / (frac * steps))
 
 
-def train(model: Llama, train_tokens: np.ndarray, a, bos: int, device) -> list[dict]:
+def run_key(a) -> dict:
+    """What a checkpoint must agree on to be resumed: the model, data and recipe (not --steps,
+    which a resumed run may raise, nor the time limit or logging)."""
+    keep = ("llama2c", "gguf", "data", "max_train_lines", "heldout_frac", "lr", "warmup",
+            "weight_decay", "clip", "l1", "l1_target", "l1_ramp", "shift", "shift_anneal", "seq",
+            "batch", "seed", "lora", "lora_alpha", "kl")
+    return {k: str(getattr(a, k)) for k in keep}
+
+
+def save_checkpoint(path: Path, model: Llama, opt, g: torch.Generator, step: int, hist: list,
+                    a) -> None:
+    trainable = {k: v.detach().cpu() for k, v in model.named_parameters() if v.requires_grad}
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save({"step": step, "params": trainable, "opt": opt.state_dict(), "rng": g.get_state(),
+                "hist": hist, "key": run_key(a)}, tmp)
+    os.replace(tmp, path)  # a run stopped mid-write keeps the previous checkpoint
+
+
+def train(model: Llama, train_tokens: np.ndarray, a, bos: int, device,
+          teacher: Llama | None = None) -> list[dict]:
+    """--steps optimiser steps (from the checkpoint's step with --resume), stopping early after
+    --max-seconds; the checkpoint (--ckpt) is written every --save-every steps and at the end.
+    With a teacher, the loss adds --kl times KL(teacher || student) per token."""
     g = torch.Generator().manual_seed(a.seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95),
-                            weight_decay=a.weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.95), weight_decay=a.weight_decay)
     data = torch.from_numpy(train_tokens)
-    hist = []
+    hist: list[dict] = []
+    start = 0
+    if a.resume:
+        if not a.ckpt or not a.ckpt.exists():
+            raise SystemExit(f"relufy: --resume needs the checkpoint --ckpt {a.ckpt} (not found)")
+        ck = torch.load(a.ckpt)
+        if ck["key"] != run_key(a):
+            diff = {k: (ck["key"].get(k), v) for k, v in run_key(a).items() if ck["key"].get(k) != v}
+            raise SystemExit(f"relufy: {a.ckpt} was made by another run (checkpoint, now): {diff}")
+        named = dict(model.named_parameters())
+        with torch.no_grad():
+            for k, v in ck["params"].items():
+                named[k].copy_(v)
+        opt.load_state_dict(ck["opt"])
+        g.set_state(ck["rng"])
+        start, hist = int(ck["step"]), list(ck["hist"])
+        log(f"resumed {a.ckpt} at step {start}")
     t0 = time.time()
     model.train()
-    for step in range(a.steps):
+    step = start
+    for step in range(start, a.steps):
+        if a.max_seconds > 0 and time.time() - t0 > a.max_seconds:
+            log(f"--max-seconds {a.max_seconds} reached at step {step}: stopping (resume later)")
+            break
         ix = torch.randint(len(data) - a.seq - 1, (a.batch,), generator=g)
         xy = torch.stack([data[i:i + a.seq + 1] for i in ix]).to(device)
         x, y = xy[:, :-1].clone(), xy[:, 1:]
@@ -386,21 +464,37 @@ def train(model: Llama, train_tokens: np.ndarray, a, bos: int, device) -> list[d
         st: dict = {}
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=a.bf16):
             logits = model(x, st, shift=shift)
-        ce = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+            t_logits = None
+            if teacher is not None:
+                with torch.no_grad():
+                    t_logits = teacher(x)
+        flat = logits.float().reshape(-1, logits.shape[-1])
+        ce = F.cross_entropy(flat, y.reshape(-1))
         loss = ce + l1c * st["l1"]
+        kl = torch.zeros(())
+        if t_logits is not None:  # KL(teacher || student), per token
+            kl = F.kl_div(flat.log_softmax(-1), t_logits.float().reshape(flat.shape).log_softmax(-1),
+                          log_target=True, reduction="batchmean")
+            loss = loss + a.kl * kl
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if a.clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
+            torch.nn.utils.clip_grad_norm_(params, a.clip)
         opt.step()
         sp = (st["zero"].sum() / (st["n"] * model.cfg.n_layer)).item()
-        rec = {"step": step + 1, "ce": ce.item(), "l1": float(st["l1"]), "l1_coef": l1c,
-               "shift": shift, "lr": lr, "batch_sparsity": sp}
+        rec = {"step": step + 1, "ce": ce.item(), "kl": kl.item(), "l1": float(st["l1"]),
+               "l1_coef": l1c, "shift": shift, "lr": lr, "batch_sparsity": sp,
+               "tokens": (step + 1) * a.batch * a.seq}
         hist.append(rec)
-        if (step + 1) % a.log_every == 0 or step == 0 or step + 1 == a.steps:
-            log(f"step {step + 1:5d}/{a.steps}  ce {rec['ce']:.4f}  l1 {rec['l1']:.4f} "
-                f"(coef {l1c:.3g})  shift {shift:.3f}  lr {lr:.2e}  sparsity {sp:.3f}  "
-                f"{time.time() - t0:6.1f} s")
+        if (step + 1) % a.log_every == 0 or step == start or step + 1 == a.steps:
+            log(f"step {step + 1:5d}/{a.steps}  ce {rec['ce']:.4f}  kl {rec['kl']:.4f}  "
+                f"l1 {rec['l1']:.4f} (coef {l1c:.3g})  shift {shift:.3f}  lr {lr:.2e}  "
+                f"sparsity {sp:.3f}  {time.time() - t0:6.1f} s")
+        if a.ckpt and a.save_every > 0 and (step + 1) % a.save_every == 0:
+            save_checkpoint(a.ckpt, model, opt, g, step + 1, hist, a)
+    done = hist[-1]["step"] if hist else start
+    if a.ckpt:
+        save_checkpoint(a.ckpt, model, opt, g, done, hist, a)
     model.eval()
     return hist
 
@@ -447,12 +541,31 @@ def parse_args(argv=None):
     p.add_argument("--out-type", choices=("f32", "f16"), default="f32", help="GGUF tensors (--gguf)")
     p.add_argument("--no-engine-ppl", action="store_true", help="skip `hotcold perplexity`")
     p.add_argument("--log-every", type=int, default=50)
+    p.add_argument("--lora", type=int, default=0, metavar="R",
+                   help="train a rank-R LoRA adapter on every linear layer, the weights frozen "
+                        "(0: fine-tune every weight)")
+    p.add_argument("--lora-alpha", type=float, default=0.0, help="LoRA alpha (0: = R, scale 1)")
+    p.add_argument("--adapter-out", type=Path, default=None, metavar="PREFIX",
+                   help="with --lora: write the adapter as PREFIX-0000K-of-0000N.gguf shards and "
+                        "PREFIX.json (tools/relu/lora.py); the output GGUF is its merge")
+    p.add_argument("--max-shard-mib", type=float, default=16.0)
+    p.add_argument("--kl", type=float, default=0.0,
+                   help="weight of KL(SwiGLU original || ReGLU student) per token (self-distillation)")
+    p.add_argument("--ckpt", type=Path, default=None, help="training checkpoint (written at the "
+                   "end and every --save-every steps)")
+    p.add_argument("--save-every", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from --ckpt (same recipe; "
+                   "--steps is the total)")
+    p.add_argument("--max-seconds", type=float, default=0.0,
+                   help="stop training after this long (then evaluate and write as usual)")
     a = p.parse_args(argv)
     if a.llama2c and not a.tokenizer:
         p.error("--llama2c needs --tokenizer")
     if a.name is None:
         stem = (a.llama2c or a.gguf).stem
         a.name = stem + "-relu"
+    if a.adapter_out and not a.lora:
+        p.error("--adapter-out needs --lora")
     if a.llama2c and "relu" not in a.name.lower():
         p.error("--name must contain 'relu' (that is how hotcold picks ReGLU for a llama2.c model)")
     return a
@@ -467,6 +580,13 @@ def main(argv=None) -> int:
         # glibc hands large freed blocks (the [B, H, T, T] attention scores) back to the kernel
         # and faults them in again every step: keep them (measured 2-3x less system time).
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
+    if a.resume:  # a checkpoint of another recipe is refused before any work
+        if not a.ckpt or not a.ckpt.exists():
+            raise SystemExit(f"relufy: --resume needs the checkpoint --ckpt {a.ckpt} (not found)")
+        key = torch.load(a.ckpt)["key"]
+        if key != run_key(a):
+            diff = {k: (key.get(k), v) for k, v in run_key(a).items() if key.get(k) != v}
+            raise SystemExit(f"relufy: {a.ckpt} was made by another run (checkpoint, now): {diff}")
     t_start = time.time()
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
@@ -498,7 +618,14 @@ def main(argv=None) -> int:
         f"BOS {bos}; held-out text in {held_file}")
 
     # 3. baselines
-    model = Llama(cfg, weights, "silu").to(device)
+    # With LoRA the weights are frozen and shared with `weights` (and with the teacher); a full
+    # fine-tune with a teacher trains a copy.
+    base = weights if a.lora or not a.kl else {k: v.copy() for k, v in weights.items()}
+    model = Llama(cfg, base, "silu", a.lora, a.lora_alpha, a.seed).to(device)
+    teacher = Llama(cfg, weights, "silu").to(device).eval() if a.kl else None
+    if teacher is not None:
+        for p_ in teacher.parameters():
+            p_.requires_grad_(False)
     ev_orig = evaluate(model, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
     log(f"original (SwiGLU) torch ppl {ev_orig['ppl']:.4f}")
     model.act, model.l1_target = "relu", a.l1_target
@@ -508,13 +635,32 @@ def main(argv=None) -> int:
 
     # 4. fine-tune
     t_train = time.time()
-    hist = train(model, train_tok, a, bos, device)
+    hist = train(model, train_tok, a, bos, device, teacher)
     train_s = time.time() - t_train
-    ev_relu = evaluate(model, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
 
-    # 5. write the GGUF
-    new_w = {n: model.p(n).detach().float().cpu().numpy()
-             for n in weights if not (cfg.tied and n == "output.weight")}
+    # 5. the weights written: trained, or the base with the adapter merged (as lora.py merge
+    # does, from the adapter's F16 factors as written), then evaluated as written
+    adapter = None
+    if a.lora:
+        factors = model.lora_factors()
+        if a.adapter_out:
+            adapter = lora.write_adapter(a.adapter_out, factors, model.lora_scale * a.lora,
+                                         max_shard_mib=a.max_shard_mib,
+                                         meta={"name": a.name, "steps": hist[-1]["step"] if hist else 0,
+                                               "tokens": hist[-1]["tokens"] if hist else 0})
+            alpha, rank, factors = lora.read_adapter(adapter)
+            log(f"wrote the adapter {adapter}")
+        else:
+            alpha, rank = model.lora_scale * a.lora, a.lora
+            factors = {n: (f[0].astype(np.float16), f[1].astype(np.float16)) for n, f in factors.items()}
+        new_w = {n: v.copy() for n, v in weights.items() if not (cfg.tied and n == "output.weight")}
+        lora.merge(new_w, factors, alpha, rank)
+        model = Llama(cfg, new_w, "relu").to(device)
+        model.l1_target = a.l1_target
+    else:
+        new_w = {n: model.p(n).detach().float().cpu().numpy()
+                 for n in weights if not (cfg.tied and n == "output.weight")}
+    ev_relu = evaluate(model, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
     if a.llama2c:
         bin_path = out.with_suffix(".bin")
         write_llama2c(bin_path, cfg, new_w, extra)
@@ -540,6 +686,9 @@ def main(argv=None) -> int:
         "engine_ppl": eng, "ppl_ratio_torch": ev_relu["ppl"] / ev_orig["ppl"],
         "ppl_ratio_engine": (eng["relu"] / eng["original"]) if eng else None,
         "train_seconds": train_s, "wall_seconds": wall, "threads": a.threads,
+        "trained_steps": hist[-1]["step"] if hist else 0,
+        "trained_tokens": hist[-1]["tokens"] if hist else 0,
+        "adapter": str(adapter) if adapter else None,
         "device": str(device), "torch_version": torch.__version__,
         "history": hist[:: max(1, a.log_every)] + hist[-1:],
     }
