@@ -162,6 +162,8 @@ def test_relufy_lora_adapter_merge_and_resume(tmp_path, hotcold_bin, shared_dir,
                         str(src), "--adapter", str(tmp_path / "ad" / "lora.json"), "-o",
                         str(tmp_path / "bad.gguf")], capture_output=True, text=True, cwd=ROOT)
     assert p.returncode != 0 and "sha256" in p.stderr, p.stderr[-2000:]
+    data[-1] ^= 1
+    shard.write_bytes(bytes(data))  # the adapter as written again
     # Resumed to 6 steps: the first 4 are the checkpoint's, training goes on from there.
     second = tmp_path / "second.gguf"
     run_py(torch_python, TOOL, "--gguf", src, "-o", second, "--hotcold", hotcold_bin,
@@ -171,6 +173,16 @@ def test_relufy_lora_adapter_merge_and_resume(tmp_path, hotcold_bin, shared_dir,
     assert rep2["trained_steps"] == 6, rep2
     assert rep2["history"][:4] == rep1["history"][:4], (rep1["history"], rep2["history"])
     assert [h["step"] for h in rep2["history"][4:6]] == [5, 6], rep2["history"]
+    # Another session's adapter trained on (--init-adapter): training starts where it ended, so
+    # the starting point scores what the adapter's merged model scored.
+    third = tmp_path / "third.gguf"
+    run_py(torch_python, TOOL, "--gguf", src, "-o", third, "--hotcold", hotcold_bin,
+           "--name", "stories260K-lora", "--steps", "1", "--init-adapter",
+           tmp_path / "ad" / "lora.json", *lora_args)
+    rep3 = json.loads(third.with_suffix(".json").read_text())
+    start, merged_ppl = rep3["torch"]["relu_step0"]["ppl"], rep1["torch"]["relu"]["ppl"]
+    assert abs(start / merged_ppl - 1) < 1e-3, (start, merged_ppl)
+    assert abs(rep3["torch"]["original"]["ppl"] / rep1["torch"]["original"]["ppl"] - 1) < 1e-9
     # Another recipe's checkpoint is refused, naming what differs.
     p = subprocess.run([torch_python, str(TOOL), "--gguf", str(src), "-o", str(tmp_path / "x.gguf"),
                         "--hotcold", str(hotcold_bin), "--steps", "6", "--ckpt", str(ckpt),

@@ -90,10 +90,11 @@ class Llama(torch.nn.Module):
     [n_out, n_in] shapes. act is "silu" (SwiGLU) or "relu" (ReGLU)."""
 
     def __init__(self, cfg: Config, weights: dict[str, np.ndarray], act: str, lora_rank: int = 0,
-                 lora_alpha: float = 0.0, seed: int = 0):
+                 lora_alpha: float = 0.0, seed: int = 0, init: dict | None = None):
         """lora_rank > 0: the weights are frozen and every linear layer trains a low-rank delta
         (alpha / r) B A instead (tools/relu/lora.py), A Kaiming-uniform, B zero (the delta starts
-        at 0). The weights' storage is shared with `weights` (torch.from_numpy)."""
+        at 0), or from `init` ({weight name: (A, B)}: an earlier adapter, to train on from). The
+        weights' storage is shared with `weights` (torch.from_numpy)."""
         super().__init__()
         self.cfg, self.act = cfg, act
         self.l1_target = "gate"  # L1 on relu(gate) ("gate") or on h = relu(gate) * up ("h")
@@ -110,8 +111,14 @@ class Llama(torch.nn.Module):
                 n_out, n_in = weights[n].shape
                 bound = 1.0 / math.sqrt(n_in)  # nn.Linear's Kaiming-uniform, a = sqrt(5)
                 a = (torch.rand(lora_rank, n_in, generator=g) * 2 - 1) * bound
+                b = torch.zeros(n_out, lora_rank)
+                if init is not None:
+                    if n not in init or init[n][0].shape != (lora_rank, n_in) or init[n][1].shape != (n_out, lora_rank):
+                        raise SystemExit(f"relufy: --init-adapter has no rank-{lora_rank} factors of {n}")
+                    a = torch.from_numpy(init[n][0].astype(np.float32))
+                    b = torch.from_numpy(init[n][1].astype(np.float32))
                 self.lora[n.replace(".", "_") + "_a"] = torch.nn.Parameter(a)
-                self.lora[n.replace(".", "_") + "_b"] = torch.nn.Parameter(torch.zeros(n_out, lora_rank))
+                self.lora[n.replace(".", "_") + "_b"] = torch.nn.Parameter(b)
         hd = cfg.head_dim
         inv = cfg.rope_base ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)  # [hd/2]
         self.register_buffer("inv_freq", inv, persistent=False)
@@ -406,7 +413,7 @@ def run_key(a) -> dict:
     which a resumed run may raise, nor the time limit or logging)."""
     keep = ("llama2c", "gguf", "data", "max_train_lines", "heldout_frac", "lr", "warmup",
             "weight_decay", "clip", "l1", "l1_target", "l1_ramp", "shift", "shift_anneal", "seq",
-            "batch", "seed", "lora", "lora_alpha", "kl")
+            "batch", "seed", "lora", "lora_alpha", "kl", "init_adapter")
     return {k: str(getattr(a, k)) for k in keep}
 
 
@@ -549,6 +556,9 @@ def parse_args(argv=None):
                    help="with --lora: write the adapter as PREFIX-0000K-of-0000N.gguf shards and "
                         "PREFIX.json (tools/relu/lora.py); the output GGUF is its merge")
     p.add_argument("--max-shard-mib", type=float, default=16.0)
+    p.add_argument("--init-adapter", type=Path, default=None, metavar="MANIFEST",
+                   help="with --lora: start from this adapter (its rank and alpha; a fresh "
+                        "optimiser): another session's adapter trained on")
     p.add_argument("--kl", type=float, default=0.0,
                    help="weight of KL(SwiGLU original || ReGLU student) per token (self-distillation)")
     p.add_argument("--ckpt", type=Path, default=None, help="training checkpoint (written at the "
@@ -566,6 +576,8 @@ def parse_args(argv=None):
         a.name = stem + "-relu"
     if a.adapter_out and not a.lora:
         p.error("--adapter-out needs --lora")
+    if a.init_adapter and not a.lora:
+        p.error("--init-adapter needs --lora")
     if a.llama2c and "relu" not in a.name.lower():
         p.error("--name must contain 'relu' (that is how hotcold picks ReGLU for a llama2.c model)")
     return a
@@ -621,12 +633,22 @@ def main(argv=None) -> int:
     # With LoRA the weights are frozen and shared with `weights` (and with the teacher); a full
     # fine-tune with a teacher trains a copy.
     base = weights if a.lora or not a.kl else {k: v.copy() for k, v in weights.items()}
-    model = Llama(cfg, base, "silu", a.lora, a.lora_alpha, a.seed).to(device)
+    init = None
+    if a.init_adapter:
+        alpha0, rank0, init = lora.read_adapter(a.init_adapter)
+        if rank0 != a.lora or abs(alpha0 - (a.lora_alpha or a.lora)) > 1e-6:
+            raise SystemExit(f"relufy: {a.init_adapter} is rank {rank0}, alpha {alpha0}; this run "
+                             f"asks for --lora {a.lora} --lora-alpha {a.lora_alpha or a.lora}")
+        log(f"starting from the adapter {a.init_adapter}")
+    model = Llama(cfg, base, "silu", a.lora, a.lora_alpha, a.seed, init).to(device)
     teacher = Llama(cfg, weights, "silu").to(device).eval() if a.kl else None
     if teacher is not None:
         for p_ in teacher.parameters():
             p_.requires_grad_(False)
-    ev_orig = evaluate(model, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
+    # The original: the teacher, or the untrained weights (a model started from an adapter is not).
+    orig = teacher if teacher is not None else (
+        Llama(cfg, weights, "silu").to(device) if a.init_adapter else model)
+    ev_orig = evaluate(orig, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
     log(f"original (SwiGLU) torch ppl {ev_orig['ppl']:.4f}")
     model.act, model.l1_target = "relu", a.l1_target
     ev_step0 = evaluate(model, held_tok, a.eval_ctx, a.eval_chunks, bos, device)
