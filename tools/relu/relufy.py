@@ -362,7 +362,7 @@ def split_text(data: Path, heldout_frac: float, max_train_lines: int) -> tuple[s
 # ---- evaluation --------------------------------------------------------------------------------
 
 @torch.no_grad()
-def evaluate(model: Llama, tokens: np.ndarray, ctx: int, chunks: int, bos: int, device,
+def evaluate(model: Llama, tokens: np.ndarray, ctx: int, chunks: int, bos: int | None, device,
              batch: int = 8) -> dict:
     """hotcold/llama.cpp perplexity on `tokens` (the whole held-out text, BOS first) and the
     share of h == 0 per layer over every position of the scored chunks."""
@@ -379,7 +379,8 @@ def evaluate(model: Llama, tokens: np.ndarray, ctx: int, chunks: int, bos: int, 
     for c0 in range(0, n_chunk, batch):
         cs = range(c0, min(n_chunk, c0 + batch))
         x = torch.from_numpy(np.stack([tokens[c * ctx:(c + 1) * ctx] for c in cs])).to(device)
-        x[:, 0] = bos
+        if bos is not None:  # llama.cpp's perplexity: BOS on each chunk when the vocab adds one
+            x[:, 0] = bos
         st: dict = {}
         logits = model(x, st).double()  # [b, ctx, n_vocab]
         lp = logits[:, first:ctx - 1].log_softmax(-1)
@@ -426,7 +427,7 @@ def save_checkpoint(path: Path, model: Llama, opt, g: torch.Generator, step: int
     os.replace(tmp, path)  # a run stopped mid-write keeps the previous checkpoint
 
 
-def train(model: Llama, train_tokens: np.ndarray, a, bos: int, device,
+def train(model: Llama, train_tokens: np.ndarray, a, bos: int | None, device,
           teacher: Llama | None = None) -> list[dict]:
     """--steps optimiser steps (from the checkpoint's step with --resume), stopping early after
     --max-seconds; the checkpoint (--ckpt) is written every --save-every steps and at the end.
@@ -462,7 +463,8 @@ def train(model: Llama, train_tokens: np.ndarray, a, bos: int, device,
         ix = torch.randint(len(data) - a.seq - 1, (a.batch,), generator=g)
         xy = torch.stack([data[i:i + a.seq + 1] for i in ix]).to(device)
         x, y = xy[:, :-1].clone(), xy[:, 1:]
-        x[:, 0] = bos  # as the evaluation (and hotcold perplexity) sees chunks
+        if bos is not None:
+            x[:, 0] = bos  # as the evaluation (and hotcold perplexity) sees chunks
         lr = lr_at(step, a.steps, a.lr, a.warmup)
         for pg in opt.param_groups:
             pg["lr"] = lr
@@ -625,7 +627,13 @@ def main(argv=None) -> int:
     (work / "train.txt").write_text(train_text, encoding="utf-8")
     train_tok = engine_tokenize(a.hotcold, orig_gguf, work / "train.txt")
     held_tok = engine_tokenize(a.hotcold, orig_gguf, held_file)
-    bos = int(held_tok[0])
+    # The tokenizer adds BOS (stories260K) or not (SmolLM2: add_bos_token false): only then does
+    # hotcold's (llama.cpp's) perplexity put it at each chunk's start, and so do we.
+    gguf_r = lora.import_gguf().GGUFReader(str(orig_gguf))
+    bos_field = gguf_r.fields.get("tokenizer.ggml.bos_token_id")
+    bos_id = int(bos_field.contents()) if bos_field is not None else None
+    bos = int(held_tok[0]) if bos_id is not None and int(held_tok[0]) == bos_id else None
+    del gguf_r
     log(f"data: {split}, {len(train_tok)} training tokens, {len(held_tok)} held-out tokens, "
         f"BOS {bos}; held-out text in {held_file}")
 
