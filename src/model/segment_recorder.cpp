@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "core/log.h"
 
@@ -138,7 +139,13 @@ void SegmentRecorder::start_segment() {
   }
 }
 
-void SegmentRecorder::put(const uint64_t* w, size_t n, std::function<void()> run) {
+void SegmentRecorder::run_held() const {
+  for (const InlineOp& h : held_) h();
+}
+
+template <class F>
+void SegmentRecorder::put(const uint64_t* w, size_t n, const F& run) {
+  const auto hold = [&] { held_.emplace_back().set(run); };
   if (!in_pass_) {
     run();
     return;
@@ -151,7 +158,7 @@ void SegmentRecorder::put(const uint64_t* w, size_t n, std::function<void()> run
   const size_t at = print_.size();
   print_.insert(print_.end(), w, w + n);
   if (mode_ == Mode::kRecord) {
-    held_.push_back(run);  // queued again should the device's recording run nothing
+    hold();  // queued again should the device's recording run nothing
     run();
     return;
   }
@@ -159,25 +166,25 @@ void SegmentRecorder::put(const uint64_t* w, size_t n, std::function<void()> run
   Segment& s = segs_[k_];
   if (print_.size() <= s.print.size() &&
       std::memcmp(print_.data() + at, s.print.data() + at, n * sizeof(uint64_t)) == 0) {
-    held_.push_back(std::move(run));
+    hold();
     return;
   }
   // Not: what was held and the rest of the segment are queued anew, recorded again unless the
   // segment has differed too often.
   ++stats_.misses;
-  held_.push_back(std::move(run));
+  hold();
   if (++s.misses >= kMaxMisses) {
     retire(s.id);
     s.direct = true;
     s.print.clear();
     mode_ = Mode::kDirect;
-    for (const auto& h : held_) h();
+    run_held();
     held_.clear();
     return;
   }
   inner_.begin_record();
   mode_ = Mode::kRecord;
-  for (const auto& h : held_) h();
+  run_held();
 }
 
 void SegmentRecorder::finish_record(Segment& s) {
@@ -191,7 +198,7 @@ void SegmentRecorder::finish_record(Segment& s) {
   }
   HC_LOG_DEBUG("segment %zu not recorded: %s", k_, id.status().message().c_str());
   if (!inner_.failed_recording_ran())
-    for (const auto& h : held_) h();
+    run_held();
   retire(s.id);
   s.print.clear();
   ++stats_.direct;
@@ -214,11 +221,11 @@ void SegmentRecorder::end_segment() {
           retire(s.id);
           s.direct = true;
           s.print.clear();
-          for (const auto& h : held_) h();
+          run_held();
           ++stats_.direct;
         } else {
           inner_.begin_record();
-          for (const auto& h : held_) h();
+          run_held();
           finish_record(s);
         }
       }

@@ -26,10 +26,10 @@
 // Outside a pass every call goes straight to the device.
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/inline_op.h"
 #include "ops/device.h"
 
 namespace hc {
@@ -150,8 +150,10 @@ class SegmentRecorder final : public ops::Device {
   };
 
   // One queued operation: its fingerprint, n words at w (appended to print_), and `run`, which
-  // queues it on the wrapped device.
-  void put(const uint64_t* w, size_t n, std::function<void()> run);
+  // queues it on the wrapped device (held in place: a steady-state pass allocates nothing).
+  template <class F>
+  void put(const uint64_t* w, size_t n, const F& run);
+  void run_held() const;  // queues the held operations on the wrapped device, in order
   void start_segment();
   void end_segment();
   // Ends the segment being recorded: keeps the recording, or (it failed) counts a miss.
@@ -164,7 +166,7 @@ class SegmentRecorder final : public ops::Device {
   size_t k_ = 0;  // the current segment's index in the pass
   std::vector<Segment> segs_;
   std::vector<uint64_t> print_;             // the current segment's fingerprint so far
-  std::vector<std::function<void()>> held_;  // its operations, as the device gets them
+  std::vector<InlineOp> held_;             // its operations, as the device gets them
   std::vector<int> retired_;                // recordings to free when the pass ends
   Stats stats_;
 };

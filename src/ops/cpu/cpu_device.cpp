@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/inline_op.h"
 #include "core/thread_pool.h"
 #include "ops/cpu/attention.h"
 #include "ops/checks/device_checks.h"
@@ -36,25 +37,8 @@ namespace {
 namespace check = device_checks;
 using Clock = std::chrono::steady_clock;
 
-// One queued operation: the callable is stored in place (a handful of pointers, sizes and
-// TensorViews), so queueing allocates nothing per operation, unlike std::function.
-class QueuedOp {
- public:
-  template <class F>
-  void set(F f) {
-    static_assert(sizeof(F) <= kCapacity && alignof(F) <= alignof(std::max_align_t));
-    static_assert(std::is_trivially_copyable_v<F> && std::is_trivially_destructible_v<F>,
-                  "queued operations capture plain values only");
-    ::new (static_cast<void*>(buf_)) F(f);
-    run_ = [](const void* p) { (*static_cast<const F*>(p))(); };
-  }
-  void operator()() const { run_(buf_); }
-
- private:
-  static constexpr size_t kCapacity = 256;
-  alignas(std::max_align_t) unsigned char buf_[kCapacity];
-  void (*run_)(const void*) = nullptr;
-};
+// One queued operation, stored in place (core/inline_op.h): queueing allocates nothing.
+using QueuedOp = InlineOp;
 
 std::string mib(uint64_t b) {
   char buf[32];
