@@ -50,7 +50,6 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lora  # noqa: E402  (tools/relu/lora.py: the adapter file and its merge)
 
-GGUF_PY_FALLBACK = Path.home() / ".cache/hotcold/venv/lib/python3.11/site-packages"
 
 
 def log(msg: str) -> None:
@@ -255,13 +254,7 @@ def write_llama2c(path: Path, cfg: Config, w: dict[str, np.ndarray], freq: dict)
 
 # ---- GGUF checkpoints (gguf-py) ----------------------------------------------------------------
 
-def import_gguf():
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        sys.path.append(str(GGUF_PY_FALLBACK))  # pure Python + numpy: works from the venv
-        import gguf  # noqa: F401
-    return sys.modules["gguf"]
+import_gguf = lora.import_gguf  # gguf-py, or the venv's copy of it
 
 
 def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
@@ -438,13 +431,8 @@ def train(model: Llama, train_tokens: np.ndarray, a, bos: int | None, device,
     data = torch.from_numpy(train_tokens)
     hist: list[dict] = []
     start = 0
-    if a.resume:
-        if not a.ckpt or not a.ckpt.exists():
-            raise SystemExit(f"relufy: --resume needs the checkpoint --ckpt {a.ckpt} (not found)")
+    if a.resume:  # main() checked that the checkpoint is this recipe's
         ck = torch.load(a.ckpt)
-        if ck["key"] != run_key(a):
-            diff = {k: (ck["key"].get(k), v) for k, v in run_key(a).items() if ck["key"].get(k) != v}
-            raise SystemExit(f"relufy: {a.ckpt} was made by another run (checkpoint, now): {diff}")
         named = dict(model.named_parameters())
         with torch.no_grad():
             for k, v in ck["params"].items():
