@@ -5,7 +5,8 @@
 // a calibration pass over the first --calib-tokens tokens (whole chunks) that only fills a
 // histogram, from which each layer's firing threshold for --sparsity is read; the counting pass
 // then covers every chunk with those thresholds. Prints the per-layer power law, writes the
-// statistics file (GGUF) and a PNG of the firing CDF.
+// statistics file (GGUF) and a PNG of the firing CDF. --compare OTHER.gguf (a profile of the same
+// model on another corpus) adds how far the two agree on each layer's hot neurons.
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "app/png.h"
 #include "core/log.h"
 #include "model/act_stats.h"
+#include "model/hot_set.h"
 #include "model/predictor_audit.h"
 
 namespace hc {
@@ -29,7 +31,7 @@ constexpr double kCoverMass[] = {0.5, 0.8, 0.9, 0.99};
 
 struct ProfileFlags {
   ModelFlags model;
-  std::string file, out, plot;
+  std::string file, out, plot, compare;
   int chunks = -1;
   float sparsity = -1.0f;  // < 0: not given
   int calib_tokens = 2048;
@@ -68,6 +70,29 @@ void print_table(const ActStats& st) {
   std::printf("%5s %11s %7.2f%%", "mean", "", 100 * sum_fire / n);
   for (double c : sum_cover) std::printf(" %7.2f%%", 100 * c / n);
   std::printf("\n");
+}
+
+// The hot sets (neurons covering 80% of a layer's firings) of this profile and another one of the
+// same model: their sizes and overlap (Jaccard) per layer.
+void print_overlap_table(const ActStats& st, const ActStats& other, const std::string& other_path) {
+  constexpr double kMass = 0.8;
+  std::printf(
+      "# hot-set overlap with %s (corpus %s): hot = the neurons covering 80%% of a layer's "
+      "firings; jaccard = |both| / |either|\n",
+      other_path.c_str(), other.corpus().empty() ? "?" : other.corpus().c_str());
+  std::printf("%5s %8s %8s %8s\n", "layer", "hot", "hot'", "jaccard");
+  double sum = 0, lowest = 1.0;
+  const double n_ff = static_cast<double>(st.n_ff());
+  for (int il = 0; il < st.n_layer(); ++il) {
+    const std::vector<int32_t> a = hot_set(st.fire_count(il), kMass);
+    const std::vector<int32_t> b = hot_set(other.fire_count(il), kMass);
+    const double j = jaccard(a, b);
+    sum += j;
+    lowest = std::min(lowest, j);
+    std::printf("%5d %7.2f%% %7.2f%% %8.4f\n", il, 100 * static_cast<double>(a.size()) / n_ff,
+                100 * static_cast<double>(b.size()) / n_ff, j);
+  }
+  std::printf("hot-set jaccard: mean %.4f, lowest layer %.4f\n", sum / st.n_layer(), lowest);
 }
 
 // A file with predictors: how well they chose the neurons that fired (a pair: a token and a
@@ -147,6 +172,13 @@ Status profile(const ProfileFlags& f) {
   HC_ASSIGN_OR_RETURN(auto model, load_model_logged(f.model));
   const LlamaHParams& hp = model->hparams();
   const bool relu = relu_family(hp.ffn_act);
+  std::unique_ptr<ActStats> other;  // --compare: read and checked before the long pass
+  if (!f.compare.empty()) {
+    HC_ASSIGN_OR_RETURN(ActStats o, ActStats::read(f.compare));
+    if (Status m = o.check_matches(hp); !m.ok())
+      return Status::Error("--compare " + f.compare + ": " + m.message());
+    other = std::make_unique<ActStats>(std::move(o));
+  }
   const int n_ctx = f.model.ctx;
   const std::vector<int32_t> tokens =
       model->tokenizer().encode(text, /*add_special=*/true, /*parse_special=*/false);
@@ -205,6 +237,7 @@ Status profile(const ProfileFlags& f) {
     std::printf("fires when |act| > threshold (sparsity target %.2f)\n", sparsity);
   print_table(stats);
   if (hp.is_moe()) print_expert_table(stats);
+  if (other) print_overlap_table(stats, *other, f.compare);
   if (audit) print_predictor_table(*audit);
   std::printf("tokens: %llu (%d chunks of %d)", static_cast<unsigned long long>(stats.n_tokens()),
               n_chunk, n_ctx);
@@ -241,6 +274,9 @@ int cmd_profile(const Args& args) {
   p.add_int("--calib-tokens", &f.calib_tokens,
             "SiLU models: tokens of the calibration pass that sets the thresholds");
   p.add_string("--plot", &f.plot, "PNG of the firing CDF (default: -o with .png for .gguf)");
+  p.add_string("--compare", &f.compare,
+               "a statistics file of the same model on another corpus: print each layer's "
+               "hot-set overlap (Jaccard) with it");
   p.add_flag("-nr,--no-repack", &f.model.no_repack, "keep quantised weights in the file's layout");
   p.add_flag("-v,--verbose", &f.model.verbose, "print debug logs");
   if (int rc = parse_or_exit(p, args, kCmd); rc >= 0) return rc;

@@ -172,6 +172,75 @@ TEST(ProfileCliRelu, ExactZerosAreNotFirings) {
 }
 
 
+// --compare: a profile against itself agrees on every hot neuron (Jaccard 1), against another
+// corpus's less so; the hot-set sizes are the table's top80% column; a statistics file of another
+// model is refused before the pass, naming what differs.
+TEST(ProfileCliRelu, CompareGivesTheHotSetOverlapPerLayer) {
+  ScratchDir dir;
+  const std::string synth =
+      (std::filesystem::path(HC_BINARY).parent_path() / "hc-synth-model").string();
+  const std::string model = dir.file("relu.gguf");
+  CliResult r = run_binary(synth, {"--shape", "tiny", "--act", "relu", "-o", model});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string a = dir.file("a.txt"), b = dir.file("b.txt");
+  write_all(a, read_all(kTinyStories).substr(0, 12000));
+  write_all(b, read_all(kTinyStories).substr(200000, 12000));
+  const auto profile = [&](const std::string& corpus, const std::string& out,
+                           const std::string& compare) {
+    std::vector<std::string> args = {"profile", "-m", model, "-f", corpus, "-o", out,
+                                     "-c", "64", "--chunks", "3"};
+    if (!compare.empty()) args.insert(args.end(), {"--compare", compare});
+    return run_hotcold(args);
+  };
+  r = profile(a, dir.file("a.gguf"), "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "hot-set overlap")) << r.out;
+  const std::vector<Row> own = table_rows(r.out);
+
+  r = profile(a, dir.file("a2.gguf"), dir.file("a.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "hot-set jaccard: mean 1.0000, lowest layer 1.0000")) << r.out;
+
+  r = profile(b, dir.file("b.gguf"), dir.file("a.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "# hot-set overlap with " + dir.file("a.gguf"))) << r.out;
+  auto sa = ActStats::read(dir.file("a.gguf"));
+  auto sb = ActStats::read(dir.file("b.gguf"));
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  std::istringstream in(r.out.substr(r.out.find("layer      hot     hot'  jaccard")));
+  std::string line;
+  std::getline(in, line);
+  double sum = 0;
+  for (int il = 0; il < sa->n_layer(); ++il) {
+    ASSERT_TRUE(std::getline(in, line)) << r.out;
+    int layer = -1;
+    double hot = 0, hot2 = 0, j = -1;
+    char pct;
+    std::istringstream l(line);
+    ASSERT_TRUE(l >> layer >> hot >> pct >> hot2 >> pct >> j) << line;
+    EXPECT_EQ(layer, il);
+    EXPECT_NEAR(hot, 100 * sb->neurons_covering(il, 0.8), 0.01) << line;
+    EXPECT_NEAR(hot2, 100 * sa->neurons_covering(il, 0.8), 0.01) << line;
+    EXPECT_NEAR(hot2, own[static_cast<size_t>(il)].top[1], 0.01) << line;
+    EXPECT_GT(j, 0.0) << line;
+    EXPECT_LE(j, 1.0) << line;
+    sum += j;
+  }
+  EXPECT_LT(sum / sa->n_layer(), 1.0) << r.out;  // other text, other neurons: not the same sets
+
+  // A statistics file of another model (more layers): refused before any pass.
+  const std::string other = dir.file("other.gguf");
+  r = run_binary(synth, {"--shape", "tiny", "--act", "relu", "--layers", "3", "-o", other});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_hotcold({"profile", "-m", other, "-f", a, "-o", dir.file("o.gguf"), "-c", "64",
+                   "--chunks", "1", "--compare", dir.file("a.gguf")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(has(r.err, "--compare " + dir.file("a.gguf"))) << r.err;
+  EXPECT_TRUE(has(r.err, "n_layer")) << r.err;
+  EXPECT_FALSE(has(r.err, "chunks of")) << r.err;  // no pass ran
+}
+
+
 // Files with predictors get the audit: exact predictors (hc-synth-model --pred-kind gate: the
 // logit is rms(x) x gate) are right for every pair, random ones for about half of the firing
 // pairs; a file without predictors prints no such table.
