@@ -31,18 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-GGUF_PY_FALLBACK = Path.home() / ".cache/hotcold/venv/lib/python3.11/site-packages"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_file import import_gguf, read_gguf, write_gguf  # noqa: E402
+
 LINEAR = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
-
-
-def import_gguf():
-    try:
-        import gguf  # noqa: F401
-    except ImportError:
-        sys.path.append(str(GGUF_PY_FALLBACK))  # pure Python + numpy: works from the venv
-        import gguf  # noqa: F401
-    return sys.modules["gguf"]
-
 
 def targets(n_layer: int) -> list[str]:
     """The weights an adapter covers: every linear layer of every block."""
@@ -137,6 +129,20 @@ def read_adapter(manifest: Path) -> tuple[float, int, dict[str, tuple[np.ndarray
     return float(m["alpha"]), int(m["rank"]), out
 
 
+def low_rank_product(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """B @ A in float64, summed over the rank in index order, one exactly rounded product and one
+    exactly rounded add per term: the same bits on every machine and numpy (a BLAS matmul may
+    block or fuse the sum differently per CPU, and setup checks the merged file's sha256)."""
+    b64 = b.astype(np.float64)
+    a64 = a.astype(np.float64)
+    out = np.zeros((b64.shape[0], a64.shape[1]), dtype=np.float64)
+    term = np.empty_like(out)
+    for r in range(a64.shape[0]):
+        np.multiply(b64[:, r:r + 1], a64[r:r + 1, :], out=term)
+        out += term
+    return out
+
+
 def merge(weights: dict[str, np.ndarray], factors: dict, alpha: float, rank: int) -> None:
     """weights[n] += (alpha / rank) * B @ A for every adapted weight, in float64, rounded once."""
     scale = alpha / rank
@@ -144,9 +150,9 @@ def merge(weights: dict[str, np.ndarray], factors: dict, alpha: float, rank: int
         if n not in weights:
             raise KeyError(f"adapter weight {n} is not in the base model")
         w = weights[n]
-        delta = b.astype(np.float64) @ a.astype(np.float64)
-        if delta.shape != w.shape:
-            raise ValueError(f"{n}: delta {delta.shape}, weight {w.shape}")
+        if b.shape[1] != a.shape[0] or (b.shape[0], a.shape[1]) != w.shape:
+            raise ValueError(f"{n}: delta {(b.shape[0], a.shape[1])}, weight {w.shape}")
+        delta = low_rank_product(b, a)
         weights[n] = (w.astype(np.float64) + scale * delta).astype(np.float32)
 
 
@@ -160,13 +166,10 @@ def main(argv=None) -> int:
     mp.add_argument("--name", default=None, help="general.name (default: the output's stem)")
     mp.add_argument("--out-type", choices=("f16", "f32"), default="f16")
     a = p.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import relufy  # the GGUF reader and writer
-
-    _, weights, reader = relufy.read_gguf(a.base)
+    _, weights, reader = read_gguf(a.base)
     alpha, rank, factors = read_adapter(a.adapter)
     merge(weights, factors, alpha, rank)
-    relufy.write_gguf(a.output, reader, weights, a.name or a.output.stem, a.out_type)
+    write_gguf(a.output, reader, weights, a.name or a.output.stem, a.out_type)
     print(f"lora.py: wrote {a.output} ({len(factors)} weights adapted, rank {rank}, alpha {alpha})",
           file=sys.stderr)
     return 0

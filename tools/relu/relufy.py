@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import lora  # noqa: E402  (tools/relu/lora.py: the adapter file and its merge)
+from model_file import Config, import_gguf, read_gguf, write_gguf  # noqa: E402
 
 
 
@@ -57,24 +58,6 @@ def log(msg: str) -> None:
 
 
 # ---- model ------------------------------------------------------------------------------------
-
-@dataclass
-class Config:
-    n_embd: int
-    n_ff: int
-    n_layer: int
-    n_head: int
-    n_head_kv: int
-    n_vocab: int
-    n_ctx_train: int
-    rope_base: float = 10000.0
-    eps: float = 1e-5
-    tied: bool = True  # output.weight is token_embd.weight
-
-    @property
-    def head_dim(self) -> int:
-        return self.n_embd // self.n_head
-
 
 def layer_names(il: int) -> list[str]:
     p = f"blk.{il}."
@@ -250,69 +233,6 @@ def write_llama2c(path: Path, cfg: Config, w: dict[str, np.ndarray], freq: dict)
         f.write(hdr)
         for p in parts:
             f.write(np.ascontiguousarray(p, dtype="<f4").tobytes())
-
-
-# ---- GGUF checkpoints (gguf-py) ----------------------------------------------------------------
-
-import_gguf = lora.import_gguf  # gguf-py, or the venv's copy of it
-
-
-def read_gguf(path: Path) -> tuple[Config, dict[str, np.ndarray], object]:
-    gguf = import_gguf()
-    r = gguf.GGUFReader(str(path))
-
-    def kv(key, default=None):
-        f = r.fields.get(key)
-        if f is None:
-            if default is None:
-                raise KeyError(f"{path}: GGUF key {key} missing")
-            return default
-        return f.contents()
-
-    arch = kv("general.architecture")
-    if arch != "llama":
-        raise ValueError(f"{path}: architecture {arch!r}, expected 'llama'")
-    w = {}
-    for t in r.tensors:
-        shape = [int(x) for x in reversed(t.shape)]  # GGUF ne order -> row-major
-        data = gguf.quants.dequantize(t.data, t.tensor_type)
-        w[t.name] = np.array(data, dtype=np.float32).reshape(shape)  # a writable copy
-    n_vocab = w["token_embd.weight"].shape[0]
-    cfg = Config(n_embd=kv("llama.embedding_length"), n_ff=kv("llama.feed_forward_length"),
-                 n_layer=kv("llama.block_count"), n_head=kv("llama.attention.head_count"),
-                 n_head_kv=kv("llama.attention.head_count_kv", kv("llama.attention.head_count")),
-                 n_vocab=n_vocab, n_ctx_train=kv("llama.context_length"),
-                 rope_base=float(kv("llama.rope.freq_base", 10000.0)),
-                 eps=float(kv("llama.attention.layer_norm_rms_epsilon")),
-                 tied="output.weight" not in w)
-    if kv("llama.rope.dimension_count", cfg.head_dim) != cfg.head_dim:
-        raise ValueError(f"{path}: partial RoPE is not supported")
-    return cfg, w, r
-
-
-def write_gguf(path: Path, reader, w: dict[str, np.ndarray], name: str, out_type: str) -> None:
-    """Copy every metadata key of `reader` (bar general.name / file_type), set the ReLU markers,
-    and write `w` as F32 (norms always F32) or F16 tensors in the reader's tensor order."""
-    gguf = import_gguf()
-    wr = gguf.GGUFWriter(str(path), arch="llama")
-    skip = {"general.architecture", "general.name", "general.file_type", "hotcold.ffn_activation"}
-    for key, f in reader.fields.items():
-        if key.startswith("GGUF.") or key in skip:
-            continue
-        vtype = f.types[0]
-        sub = f.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        wr.add_key_value(key, f.contents(), vtype, sub)
-    wr.add_name(name)
-    wr.add_string("hotcold.ffn_activation", "relu")
-    for t in reader.tensors:
-        a = w[t.name]
-        if out_type == "f16" and a.ndim == 2:
-            a = a.astype(np.float16)
-        wr.add_tensor(t.name, np.ascontiguousarray(a))
-    wr.write_header_to_file()
-    wr.write_kv_data_to_file()
-    wr.write_tensors_to_file()
-    wr.close()
 
 
 # ---- engine ------------------------------------------------------------------------------------
@@ -617,7 +537,7 @@ def main(argv=None) -> int:
     held_tok = engine_tokenize(a.hotcold, orig_gguf, held_file)
     # The tokenizer adds BOS (stories260K) or not (SmolLM2: add_bos_token false): only then does
     # hotcold's (llama.cpp's) perplexity put it at each chunk's start, and so do we.
-    gguf_r = lora.import_gguf().GGUFReader(str(orig_gguf))
+    gguf_r = import_gguf().GGUFReader(str(orig_gguf))
     bos_field = gguf_r.fields.get("tokenizer.ggml.bos_token_id")
     bos_id = int(bos_field.contents()) if bos_field is not None else None
     bos = int(held_tok[0]) if bos_id is not None and int(held_tok[0]) == bos_id else None
