@@ -32,6 +32,7 @@
 #include "app/png.h"
 #include "core/log.h"
 #include "engine/chat_template.h"
+#include "eval/binomial_interval.h"
 #include "eval/code_tasks.h"
 #include "eval/sandbox.h"
 #include "sparse/placement_plan.h"
@@ -341,7 +342,10 @@ struct Runner {
     }
     if (resumed) HC_LOG_INFO("%s: %lld problems resumed from %s", task.c_str(),
                              static_cast<long long>(resumed), path.c_str());
+    const eval::Interval ci = eval::wilson_interval(static_cast<int>(passed),
+                                                    static_cast<int>(counted));
     return json{{"pass@1", counted ? double(passed) / double(counted) : 0.0},
+                {"pass@1_ci95", json::array({ci.lo, ci.hi})},
                 {"passed", passed},
                 {"problems", counted},
                 {"gen_tokens", toks},
@@ -484,6 +488,18 @@ std::string cell(double v, const char* fmt) {
   return buf;
 }
 
+// A task's pass@1 with its 95% Wilson interval over the problems run: "0.061 (0.033-0.109)".
+std::string pass_cell(const json& r, const std::string& task) {
+  const double rate = num(r, {"tasks", task, "pass@1"});
+  const double passed = num(r, {"tasks", task, "passed"});
+  const double n = num(r, {"tasks", task, "problems"});
+  if (std::isnan(rate) || std::isnan(passed) || std::isnan(n) || n < 1) return cell(rate, "%.3f");
+  const eval::Interval ci = eval::wilson_interval(static_cast<int>(passed), static_cast<int>(n));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f (%.3f-%.3f)", rate, ci.lo, ci.hi);
+  return buf;
+}
+
 // Axis range [lo, hi] padded and rounded to `step`.
 void axis(double lo, double hi, double* a, double* b, double* step) {
   if (!(hi > lo)) {
@@ -566,15 +582,14 @@ Status report(const std::string& out) {
   HC_TRY(write_text(out + "/results.json", dump(json(runs), 2) + "\n"));
   std::string md =
       "| label | sparsity (measured) | wikitext2 PPL | tinystories PPL | code PPL | HumanEval "
-      "pass@1 | MBPP pass@1 | gen tok/s | recall | firing mass on device | device MiB | "
+      "pass@1 (95% interval) | MBPP pass@1 (95% interval) | gen tok/s | recall | firing mass on device | device MiB | "
       "migrated |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const json& r : runs) {
     md += "| " + r.value("label", "?") + " | " + cell(num(r, {"sparse", "sparsity"}), "%.3f") +
           " | " + cell(num(r, {"tasks", "wikitext2", "ppl"}), "%.3f") + " | " +
           cell(num(r, {"tasks", "tinystories", "ppl"}), "%.3f") + " | " +
           cell(num(r, {"tasks", "code-ppl", "ppl"}), "%.3f") + " | " +
-          cell(num(r, {"tasks", "humaneval", "pass@1"}), "%.3f") + " | " +
-          cell(num(r, {"tasks", "mbpp", "pass@1"}), "%.3f") + " | " +
+          pass_cell(r, "humaneval") + " | " + pass_cell(r, "mbpp") + " | " +
           cell(num(r, {"speed", "gen_tok_s"}), "%.1f") + " | " +
           cell(num(r, {"dynamic", "recall"}), "%.4f") + " | " +
           cell(num(r, {"dynamic", "device_mass_share"}), "%.3f") + " | " +

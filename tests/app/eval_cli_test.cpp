@@ -38,6 +38,10 @@ TEST(EvalCli, WritesResultsReportAndPlotsAndResumes) {
   EXPECT_EQ(summary["label"], "dense");
   EXPECT_EQ(summary["tasks"]["humaneval"]["problems"], 2);
   EXPECT_EQ(summary["tasks"]["mbpp"]["problems"], 2);
+  // 0 of 2 passed: pass@1 0 with its 95% Wilson interval [0, 0.658].
+  EXPECT_EQ(summary["tasks"]["humaneval"]["passed"], 0);
+  EXPECT_EQ(summary["tasks"]["humaneval"]["pass@1_ci95"][0].get<double>(), 0.0);
+  EXPECT_NEAR(summary["tasks"]["humaneval"]["pass@1_ci95"][1].get<double>(), 0.6576, 1e-4);
   const double ppl = summary["tasks"]["tinystories"]["ppl"].get<double>();
   EXPECT_GT(ppl, 1.0);
   EXPECT_LT(ppl, 300.0);  // a real model on its own domain (run as ReLU: worse than its SiLU)
@@ -61,6 +65,7 @@ TEST(EvalCli, WritesResultsReportAndPlotsAndResumes) {
   EXPECT_TRUE(std::filesystem::exists(out + "/relu-dyn/trace.csv"));
   const std::string md = test::read_all(out + "/results.md");
   EXPECT_TRUE(has(md, "| dense |")) << md;
+  EXPECT_TRUE(has(md, "| 0.000 (0.000-0.658) | 0.000 (0.000-0.658) |")) << md;
   EXPECT_TRUE(has(md, "| relu-dyn |")) << md;
   const auto all = nlohmann::json::parse(test::read_all(out + "/results.json"));
   EXPECT_EQ(all.size(), 2u);
