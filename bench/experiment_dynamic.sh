@@ -15,7 +15,13 @@
 #    the device over time, device memory.
 # All results land in OUT_DIR (results.md, results.json, PNG plots; per configuration a
 # directory with summary.json, per-problem JSON lines and the dynamic trace). Rerunning resumes.
-# Environment: HC (binary, default build/hotcold), MODEL, LIMIT (default 40), THREADS (2).
+# Environment: HC (binary, default build/hotcold), MODEL, LIMIT (default 40), THREADS (2),
+# SPARSITIES (the static sweep, default "0.5 0.7 0.8 0.9"), DYN (the sparsity the dynamic runs and
+# the device runs hold, default 0.8).
+# A ReLU model (hotcold.ffn_activation relu, e.g. SmolLM2-135M-ReLU from setup) also gets the
+# exact sparse FFN (`--sparse`, its own zeros) as a row; its thresholds sweep above them:
+#   MODEL=~/.cache/hotcold/models/SmolLM2-135M-ReLU.Q8_0.gguf SPARSITIES="0.9 0.93 0.95 0.97" \
+#     DYN=0.93 bash bench/experiment_dynamic.sh /tmp/hc-experiment-relu
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 HC=${HC:-build/hotcold}
@@ -23,15 +29,19 @@ M=${MODEL:-$HOME/.cache/hotcold/models/SmolLM2-135M-Instruct.Q8_0.gguf}
 OUT=${1:-/tmp/hc-experiment}
 LIMIT=${LIMIT:-40}
 T=${THREADS:-2}
+read -r -a SPARSITIES <<<"${SPARSITIES:-0.5 0.7 0.8 0.9}"
+DYN=${DYN:-0.8}
 mkdir -p "$OUT"
 [[ -x $HC ]] || { echo "no hotcold binary at $HC (build first, or set HC)" >&2; exit 1; }
 [[ -f $M ]] || { echo "no model at $M (run scripts/setup.sh, or set MODEL)" >&2; exit 1; }
+RELU=0
+"$HC" inspect "$M" 2>/dev/null | grep -Eq 'ffn_activation +string +"relu"' && RELU=1
 
 STATS=$OUT/prose.stats.gguf
 if [[ ! -f $STATS ]]; then
   echo "== 1. profile on general text (TinyStories)"
   "$HC" profile -m "$M" -f ../shared/data/tinystories/tinystories_val_head.txt --chunks 16 \
-    -c 256 --sparsity 0.8 -t "$T" -o "$STATS"
+    -c 256 --sparsity "$DYN" -t "$T" -o "$STATS"
 fi
 
 ALL=(--tasks wikitext2,tinystories,code-ppl,humaneval,mbpp --limit "$LIMIT" --n-predict 128
@@ -41,12 +51,13 @@ ev() { echo "== eval $*"; "$HC" eval -m "$M" "$@"; }
 
 echo "== 2. host: dense, static and dynamic thresholds"
 ev "${ALL[@]}" --label dense
-for s in 0.5 0.7 0.8 0.9; do
+((RELU)) && ev "${ALL[@]}" --sparse --label relu-exact
+for s in "${SPARSITIES[@]}"; do
   ev "${ALL[@]}" --sparsity "$s" --stats "$STATS" --label "static-s$s"
 done
-ev "${ALL[@]}" --sparsity 0.8 --stats "$STATS" --dynamic --dyn-target sparsity:0.8 \
-  --label dynamic-sparsity0.8
-ev "${ALL[@]}" --sparsity 0.8 --stats "$STATS" --dynamic --dyn-target recall:0.9 \
+ev "${ALL[@]}" --sparsity "$DYN" --stats "$STATS" --dynamic --dyn-target "sparsity:$DYN" \
+  --label "dynamic-sparsity$DYN"
+ev "${ALL[@]}" --sparsity "$DYN" --stats "$STATS" --dynamic --dyn-target recall:0.9 \
   --label dynamic-recall0.9
 
 echo "== 3. CPU second device: static plan vs online migration"
@@ -59,7 +70,7 @@ for b in 0.01 0.02 0.04; do
     --host-gbps 10 --dev-gbps 1000 --link-gbps 25 --op-us 1 --sync-us 2 -o "$PLAN"
   # No runtime budget: the CPU device keeps the gate's decode layout too (more bytes than a GPU
   # would hold); the plan's budget is what the placement was made for and what the report shows.
-  DEV=(--sparsity 0.8 --stats "$STATS" --device cpu --plan "$PLAN")
+  DEV=(--sparsity "$DYN" --stats "$STATS" --device cpu --plan "$PLAN")
   ev "${CODE[@]}" "${DEV[@]}" --label "device-b$b-static"
   ev "${CODE[@]}" "${DEV[@]}" --migrate --label "device-b$b-migrate"
 done
