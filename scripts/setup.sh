@@ -381,6 +381,44 @@ if ((!NO_MODELS && !RUN_ONLY)); then
 r.quantize(sys.argv[2], sys.argv[3], sys.argv[4])" "$ROOT/tools/ref" \
       "$MODELS/SmolLM2-135M-Instruct.F16.gguf" @OUT@ "${type,,}"
   done
+
+  # SmolLM2-135M-ReLU (issue 36): the committed ReGLU adapter (adapters/SmolLM2-135M-ReLU, LoRA
+  # shards + manifest) merged into the F16 file by tools/relu/lora.py (float64, a fixed order:
+  # the same bits on every host), checked against SHA256SUMS, then quantised by hotcold.
+  RELU_DIR="$ROOT/adapters/SmolLM2-135M-ReLU"
+  RELU_F16="$MODELS/SmolLM2-135M-ReLU.F16.gguf"
+  if [[ -s "$RELU_DIR/SHA256SUMS" ]]; then
+    want="$(awk '$2 == "SmolLM2-135M-ReLU.F16.gguf" {print $1}' "$RELU_DIR/SHA256SUMS")"
+    have=""
+    [[ -s "$RELU_F16" ]] && have="$(sha256sum "$RELU_F16" | cut -d' ' -f1)"
+    if [[ -n "$want" && "$have" == "$want" ]]; then
+      log "  SmolLM2-135M-ReLU F16 (merge): up to date"
+    else
+      log "  SmolLM2-135M-ReLU F16 (merge): lora.py merge --adapter $RELU_DIR/SmolLM2-135M-ReLU-lora.json"
+      rm -f "$RELU_F16" "$MODELS"/SmolLM2-135M-ReLU.Q*.gguf  # quantised from a stale merge
+      if "$PY" "$ROOT/tools/relu/lora.py" merge --base "$MODELS/SmolLM2-135M-Instruct.F16.gguf" \
+          --adapter "$RELU_DIR/SmolLM2-135M-ReLU-lora.json" -o "$RELU_F16.part" \
+          --name SmolLM2-135M-ReLU --out-type f16; then
+        have="$(sha256sum "$RELU_F16.part" | cut -d' ' -f1)"
+        if [[ "$have" == "$want" ]]; then
+          mv -f "$RELU_F16.part" "$RELU_F16"
+          log "  SmolLM2-135M-ReLU F16 (merge): ok, sha256 $have as SHA256SUMS says"
+        else
+          log "  SmolLM2-135M-ReLU F16 (merge): sha256 $have, SHA256SUMS says ${want:-nothing}" >&2
+          PREP_FAILED+=("SmolLM2-135M-ReLU.F16.gguf (checksum)")
+        fi
+      else
+        PREP_FAILED+=("SmolLM2-135M-ReLU.F16.gguf (merge)")
+      fi
+      rm -f "$RELU_F16.part"
+    fi
+    if [[ -s "$RELU_F16" ]]; then
+      for type in Q8_0 Q4_0; do
+        prep "$MODELS/SmolLM2-135M-ReLU.$type.gguf" "SmolLM2-135M-ReLU $type (quantize)" \
+          "$HOTCOLD" quantize -m "$RELU_F16" -o @OUT@ --type "$type"
+      done
+    fi
+  fi
 fi
 
 step_end
