@@ -67,28 +67,31 @@ def profile_rows(out: str) -> list[dict]:
     return rows
 
 
-def overlap_rows(out: str) -> list[dict]:
-    start = out.find("# hot-set overlap")
+def table_after(out: str, header: str, pattern: str) -> list[re.Match]:
+    """The rows matching `pattern` right after a `header` line and its column line."""
+    start = out.find(header)
     rows = []
-    for line in out[start:].splitlines()[2:]:
-        m = re.match(r"^\s*(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)$", line)
+    for line in out[start:].splitlines()[2:] if start >= 0 else []:
+        m = re.match(pattern, line)
         if not m:
             break
-        rows.append({"layer": int(m[1]), "hot": float(m[2]) / 100, "hot_other": float(m[3]) / 100,
-                     "jaccard": float(m[4])})
+        rows.append(m)
     return rows
+
+
+def overlap_rows(out: str) -> list[dict]:
+    """`profile --compare`'s rows: layer hot% hot'% jaccard."""
+    return [{"layer": int(m[1]), "hot": float(m[2]) / 100, "hot_other": float(m[3]) / 100,
+             "jaccard": float(m[4])}
+            for m in table_after(out, "# hot-set overlap", r"^\s*(\d+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)$")]
 
 
 def predictor_rows(out: str) -> list[dict]:
-    start = out.find("# predictor:")
-    rows = []
-    for line in out[start:].splitlines()[2:]:
-        m = re.match(r"^\s*(\d+)\s+(\S+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$", line)
-        if not m:
-            break
-        rows.append({"layer": int(m[1]), "threshold": float(m[2]), "recall": float(m[3]) / 100,
-                     "precision": float(m[4]) / 100, "predicted": float(m[5]) / 100})
-    return rows
+    """`profile`'s predictor audit rows: layer threshold recall% precision% predicted%."""
+    return [{"layer": int(m[1]), "threshold": float(m[2]), "recall": float(m[3]) / 100,
+             "precision": float(m[4]) / 100, "predicted": float(m[5]) / 100}
+            for m in table_after(out, "# predictor:",
+                                 r"^\s*(\d+)\s+(\S+)\s+([\d.]+)%\s+([\d.]+)%\s+([\d.]+)%$")]
 
 
 def first_difference(a: list[str], b: list[str]) -> int | None:

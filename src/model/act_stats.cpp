@@ -8,6 +8,7 @@
 #include "core/dtype.h"
 #include "core/mmap.h"
 #include "format/gguf.h"
+#include "model/hot_set.h"
 
 namespace hc {
 
@@ -195,19 +196,11 @@ std::vector<float> ActStats::thresholds_for_sparsity(double sparsity) const {
 
 namespace {
 
-// Share of the units (most counted first) whose counts cover `mass` of the total: the smallest
-// k / n with the k largest counts summing to at least mass * total (0 when nothing counted).
-double units_covering(std::vector<uint64_t> c, double mass) {
-  std::sort(c.begin(), c.end(), std::greater<>());
-  const double total = static_cast<double>(std::accumulate(c.begin(), c.end(), uint64_t{0}));
-  if (total <= 0 || mass <= 0) return 0.0;
-  const double need = std::min(mass, 1.0) * total;
-  double cum = 0;
-  for (size_t k = 0; k < c.size(); ++k) {
-    cum += static_cast<double>(c[k]);
-    if (cum >= need) return static_cast<double>(k + 1) / static_cast<double>(c.size());
-  }
-  return 1.0;
+// Share of the units (most counted first) whose counts cover `mass` of the total: the size of
+// their hot set over n (0 when nothing counted).
+double units_covering(const std::vector<uint64_t>& c, double mass) {
+  if (c.empty()) return 0.0;
+  return static_cast<double>(hot_set(c, mass).size()) / static_cast<double>(c.size());
 }
 
 }  // namespace

@@ -16,7 +16,11 @@ TEST(HotSet, FewestMostFrequentNeuronsCoveringTheMass) {
   EXPECT_EQ(hot_set(c, 1.0), (std::vector<int32_t>{0, 1, 3, 4, 5, 6}));  // never the silent one
   EXPECT_EQ(hot_set(c, 2.0), hot_set(c, 1.0));
   EXPECT_TRUE(hot_set(c, 0.0).empty());
-  EXPECT_TRUE(hot_set({0, 0, 0}, 0.8).empty());
+  EXPECT_TRUE(hot_set(std::vector<float>{0, 0, 0}, 0.8).empty());
+  // Integer counts (ActStats's, behind neurons_covering) give the same sets.
+  const std::vector<uint64_t> u = {5, 1, 0, 8, 3, 2, 1};
+  EXPECT_EQ(hot_set(u, 0.8), hot_set(c, 0.8));
+  EXPECT_EQ(hot_set(u, 0.41), hot_set(c, 0.41));
 }
 
 TEST(HotSet, TiesGoToTheLowerIndex) {

@@ -36,6 +36,7 @@ from model_file import import_gguf, read_gguf, write_gguf  # noqa: E402
 
 LINEAR = ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
 
+
 def targets(n_layer: int) -> list[str]:
     """The weights an adapter covers: every linear layer of every block."""
     return [f"blk.{il}.{k}.weight" for il in range(n_layer) for k in LINEAR]
