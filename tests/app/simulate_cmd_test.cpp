@@ -163,6 +163,8 @@ TEST(SimulateCli, BadFlagsAreUsageErrorsNamingTheFlag) {
       {{"--n-cpu-moe", "-2"}, {"--n-cpu-moe", "-2"}},
       {{"--expert-predictor-rank", "-3"}, {"--expert-predictor-rank"}},
       {{"--model-shape", "mixtral-9x7b"}, {"--model-shape", "mixtral-8x7b", "qwen3-30b-a3b"}},
+      {{"--twin", "relullama-70b"}, {"--twin", "relullama-7b", "prosparse-7b", "relullama-70b"}},
+      {{"--twin", "prosparse-7b", "--sparsity", "0.9"}, {"--twin", "--sparsity"}},
   };
   for (const auto& [args, needles] : cases) {
     std::vector<std::string> full = {"simulate"};
@@ -180,6 +182,35 @@ TEST(SimulateCli, BadFlagsAreUsageErrorsNamingTheFlag) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(has(r.err, "bad.json")) << r.err;
   EXPECT_TRUE(has(r.err, "version")) << r.err;
+}
+
+// --twin: the statistical twin's per-layer profile on a larger shape. relullama-7b fires 33% of
+// a layer's neurons with 41% (middle layer) to 72% (first and last) carrying 80% of the firings,
+// U-shaped over depth: the mean over 80 layers of that parabola is about 0.51 (a power law fitted
+// to one cover share would give every layer the same). prosparse-7b: 11% firing, 30% flat.
+TEST(SimulateCli, TwinProfilesGiveTheirFiringOnLargerShapes) {
+  struct Case {
+    const char* twin;
+    double firing, cover_lo, cover_hi;
+  };
+  for (const Case& c : {Case{"relullama-7b", 0.33, 0.48, 0.54}, Case{"prosparse-7b", 0.11, 0.29, 0.31}}) {
+    SCOPED_TRACE(c.twin);
+    CliResult r = run_hotcold({"simulate", "--model-shape", "70b", "--hw", "rtx4090", "--twin",
+                               c.twin, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.out;
+    const json& res = j["results"][0];
+    EXPECT_NEAR(res["firing_share"].get<double>(), c.firing, 0.005);
+    EXPECT_GT(res["cover80"].get<double>(), c.cover_lo);
+    EXPECT_LT(res["cover80"].get<double>(), c.cover_hi);
+  }
+  CliResult r = run_hotcold({"simulate", "--model-shape", "qwen3-30b-a3b", "--twin", "prosparse-7b"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(has(r.err, "experts")) << r.err;
+  CliResult t = run_hotcold({"simulate", "--model-shape", "70b", "--twin", "prosparse-7b"});
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_TRUE(has(t.out, "# firing: llama2-70b: statistical twin prosparse-7b")) << t.out;
 }
 
 // Statistics of an MoE model of 8 experts of width n_ff: every token routed to expert 0 and one

@@ -1,4 +1,4 @@
-// The projection model (sparse/simulate.h): hand-computed dense offload, the byte accounting of
+// The projection model (perfmodel/simulate.h): hand-computed dense offload, the byte accounting of
 // the catalog shapes (GQA), the power-law fit against the statistic it was fitted to, the
 // rescaling of measured statistics, the drift, and the invariants between modes: static ==
 // dynamic without drift, dynamic >= static with drift and free migration, tok/s monotone in
@@ -13,10 +13,17 @@
 #include <numeric>
 #include <random>
 
-#include "sparse/simulate.h"
+#include "perfmodel/simulate.h"
 
-namespace hc::sparse {
+namespace hc::perfmodel {
 namespace {
+
+using sparse::LayerCosts;
+using sparse::LayerPlacement;
+using sparse::PlacementPlan;
+using sparse::PlannerOptions;
+using sparse::Prediction;
+using sparse::empty_plan;
 
 // Two layers, n_embd 64, n_ff 128, 4 heads of 16, vocab 256, F16 weights.
 ModelShape toy_shape() { return {"toy", 2, 64, 128, 4, 4, 256, "test"}; }
@@ -862,4 +869,4 @@ TEST(SimulateMoe, DynamicMovesWholeExperts) {
 }
 
 }  // namespace
-}  // namespace hc::sparse
+}  // namespace hc::perfmodel
