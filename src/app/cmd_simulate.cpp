@@ -243,7 +243,7 @@ int cmd_simulate(const Args& args) {
                "real model's shape and types (\"\": llama2-7b)");
   p.add_string("-m,--model", &f.model,
                "a real GGUF: its shape (as file:PATH), or the model --calibrate measures");
-  p.add_string("--hw", &f.hw, "rtx4090, a100-80g, a100-40g, host (this machine, needs "
+  p.add_string("--hw", &f.hw, "rtx4090, a100-80g, a100-40g, h100-sxm, host (this machine, needs "
                               "--calibration) or all");
   p.add_string("--type", &f.type, "weight type of a catalog shape: f16, q8_0, q4_0, q4_k, ... "
                                   "(\"\": q4_0)");
@@ -298,6 +298,12 @@ int cmd_simulate(const Args& args) {
   p.add_float("--link-gbps", &f.link_gbps, "host <-> device bandwidth in GB/s (0: the hardware's)");
   p.add_float("--op-us", &f.op_us, "cost of one device operation in us (-1: the hardware's)");
   p.add_float("--sync-us", &f.sync_us, "one host/device round trip in us (-1: the hardware's)");
+  p.add_float("--hybrid-layer-us", &f.hybrid_layer_us,
+              "extra us per layer split between host and device, beyond the cost model "
+              "(h100-sxm: fitted to its run; -1: the hardware's)");
+  p.add_float("--dev-overhead-mib", &f.dev_overhead_mib,
+              "device MiB charged at open before any weight (CUDA context, cuBLAS; -1: the "
+              "hardware's)");
   p.add_float("--device-emulate-gbps", &f.emulate_gbps,
               "--hw host: the CPU device paced to this bandwidth, as bench's flag of that name "
               "(each paced operation also pays the calibrated sleep overshoot)");

@@ -2,7 +2,9 @@
 #include "app/simulate_inputs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -130,6 +132,9 @@ Result<std::vector<perfmodel::HardwareSpec>> hardware_from_flags(const SimFlags&
     if (f.link_gbps > 0) h.link_gbps = f.link_gbps;
     if (f.op_us >= 0) h.op_us = f.op_us;
     if (f.sync_us >= 0) h.sync_us = f.sync_us;
+    if (f.hybrid_layer_us >= 0) h.hybrid_layer_us = f.hybrid_layer_us;
+    if (f.dev_overhead_mib >= 0)
+      h.dev_overhead_bytes = static_cast<uint64_t>(std::llround(f.dev_overhead_mib * 1048576.0));
     HC_TRY(h.validate());
   }
   return out;
@@ -248,11 +253,15 @@ Result<Firing> firing_for(const SimFlags& f, const ShapeJob& sj, const ActStats*
     const perfmodel::TwinSpec* t = perfmodel::find_twin(f.twin);
     if (!t) return Status::Error("--twin: expected one of " + perfmodel::twin_names() +
                                  ", found '" + f.twin + "'");
+    // By rank (neuron i the i-th most frequent; the projection needs no identities), one curve
+    // per distinct target: the layers' U over depth is symmetric.
+    std::map<double, std::vector<double>> curves;
     for (int il = 0; il < m.n_layer(); ++il) {
-      const std::vector<float> p = perfmodel::twin_probabilities(
-          m.n_ff, t->firing, perfmodel::twin_top80(*t, il, m.n_layer()),
-          static_cast<uint64_t>(f.seed) * 1000003u + static_cast<uint64_t>(il));
-      fr.profile.emplace_back(p.begin(), p.end());
+      const double top80 = perfmodel::twin_top80(*t, il, m.n_layer());
+      auto it = curves.find(top80);
+      if (it == curves.end())
+        it = curves.emplace(top80, perfmodel::twin_curve(m.n_ff, t->firing, top80)).first;
+      fr.profile.push_back(it->second);
     }
     fr.description = "statistical twin " + std::string(t->name) + " (" +
                      fmt("%.0f", 100 * t->firing) + "% firing, " + fmt("%.0f", 100 * t->top80_mid) +

@@ -132,8 +132,39 @@ Status HardwareSpec::validate() const {
   if (!(op_us >= 0 && std::isfinite(op_us)) || !(sync_us >= 0 && std::isfinite(sync_us)))
     return Status::Error(where + "expected op and sync costs >= 0 us, found " + fmt(op_us) +
                          " and " + fmt(sync_us));
+  if (!(hybrid_layer_us >= 0 && std::isfinite(hybrid_layer_us)))
+    return Status::Error(where + "expected a split layer's extra cost >= 0 us, found " +
+                         fmt(hybrid_layer_us));
   return Status::Ok();
 }
+
+namespace {
+
+// The GPU machine lent on 2026-11-26 (docs/BENCHMARKS.md): its device costs and host bandwidth
+// fitted to that run's decode figures by bench/calibrate_simulate_gpu.py (docs/SIMULATE.md,
+// "Calibrated on a GPU"), the memory and bandwidth from the datasheet.
+HardwareSpec h100_lent() {
+  HardwareSpec h;
+  h.key = "h100-sxm";
+  h.description = "H100 SXM5 80 GB HBM3 (3352 GB/s), PCIe 5.0 x16, 16 host cores (lent 2026-11-26)";
+  h.host_peak_gbps = kH100HostGbps;
+  h.host_read_fraction = 1;  // the fit is of an achieved rate (kH100HostGbps)
+  h.host_cores = 16;
+  h.dev_mem_bytes = 80 * kGiB;
+  h.dev_reserve_bytes = 0;  // the overhead below is charged inside the budget
+  h.dev_overhead_bytes = uint64_t{688} << 20;  // measured: CUDA context + cuBLAS
+  h.dev_peak_gbps = 3352;
+  h.dev_eff = 0.66;  // held at the RTX 4090's (the fit cannot separate it from op_us)
+  h.link_gbps = 50;  // assumption: ~80% of PCIe 5.0 x16's 63 GB/s per direction
+  h.op_us = kH100OpUs;
+  h.sync_us = kH100SyncUs;
+  h.hybrid_layer_us = kH100HybridLayerUs;
+  h.source = "NVIDIA H100 datasheet (SXM5 80GB: 3.35 TB/s); op_us, sync_us and the host's read "
+             "fitted to docs/BENCHMARKS.md 2026-11-26 (bench/calibrate_simulate_gpu.py)";
+  return h;
+}
+
+}  // namespace
 
 const std::vector<HardwareSpec>& hardware_catalog() {
   // Sources and assumptions: docs/SIMULATE.md, "Hardware catalog".
@@ -168,6 +199,7 @@ const std::vector<HardwareSpec>& hardware_catalog() {
       gpu("a100-40g", "A100 40GB PCIe (1555 GB/s), PCIe 4.0 x16, 8-channel DDR4-3200 host",
           40 * kGiB, 1555, 204.8, 64,
           "NVIDIA A100 datasheet (40GB PCIe: 1,555 GB/s); host: assumption as a100-80g"),
+      h100_lent(),
   };
   return kHw;
 }
@@ -177,6 +209,7 @@ Result<HardwareSpec> find_hardware(const std::string& key) {
   if (k == "rtx4090-pcie4-ddr5" || k == "4090") k = "rtx4090";
   if (k == "a100-80g-pcie" || k == "a100" || k == "a100-80gb") k = "a100-80g";
   if (k == "a100-40g-pcie" || k == "a100-40gb") k = "a100-40g";
+  if (k == "h100" || k == "h100-80g" || k == "h100-sxm5") k = "h100-sxm";
   std::string keys;
   for (const HardwareSpec& h : hardware_catalog()) {
     if (h.key == k) return h;

@@ -63,6 +63,10 @@ struct HardwareSpec {
   // Extra seconds (in us) per weight-streaming operation and per copy: a CPU device paced to a
   // bandwidth (--device-emulate-gbps) sleeps, and each sleep overshoots. 0 otherwise.
   double paced_op_us = 0;
+  // Extra us per layer whose FFN is split between host and device (some of its neurons there, the
+  // rest here): the coordination the planner's cost model does not count (the host's threads woken
+  // per layer, the halves' events and merge). 0 unless fitted to a measured run (h100-sxm).
+  double hybrid_layer_us = 0;
   std::string source;
 
   double host_read_gbps() const { return host_peak_gbps * host_read_fraction; }
@@ -72,7 +76,19 @@ struct HardwareSpec {
   Status validate() const;
 };
 
-// rtx4090, a100-80g, a100-40g (docs/SIMULATE.md cites each figure or marks it an assumption).
+// Fitted to the H100 run of 2026-11-26 by bench/calibrate_simulate_gpu.py (docs/SIMULATE.md,
+// "Calibrated on a GPU"): one queued operation and one round trip (dense offload, -ngl 1/3/7),
+// the lent host's read GB/s (host-only decode), a split layer's extra (hot/cold split at four
+// budgets).
+constexpr double kH100OpUs = 4.0;
+constexpr double kH100SyncUs = 160.0;
+// The host: the fitted achieved 86.6 GB/s over the built-in Q4_0 dense efficiency (0.851), so
+// that the catalog entry with the built-in efficiencies reproduces it.
+constexpr double kH100HostGbps = 86.6 / 0.851;
+constexpr double kH100HybridLayerUs = 850.0;
+
+// rtx4090, a100-80g, a100-40g, h100-sxm (docs/SIMULATE.md cites each figure or marks it an
+// assumption).
 const std::vector<HardwareSpec>& hardware_catalog();
 // By key ("rtx4090-pcie4-ddr5", "a100-80g-pcie", "a100" are accepted too); errors name the
 // accepted keys.

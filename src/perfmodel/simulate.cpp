@@ -60,6 +60,12 @@ double moe_router_s(const PlanInput& pin, const LayerCosts& c, const LayerTime& 
          std::max(lt.ffn_device_s, lt.ffn_host_s);
 }
 
+// A layer whose FFN is split between the devices: some of its units on the device, the rest on
+// the host (a layer holding every one has no host half).
+bool split_layer(const LayerPlacement& lp, const LayerCosts& c) {
+  return !lp.hot.empty() && lp.hot.size() < c.fire_prob.size();
+}
+
 // A plan evaluated on `pin` with the terms the planner's model lacks (see simulate.h).
 Result<ModeResult> evaluate(const SimInput& in, const SimOptions& opt, const PlanInput& pin,
                             const PlacementPlan& plan, bool output_dev, const char* mode) {
@@ -81,6 +87,7 @@ Result<ModeResult> evaluate(const SimInput& in, const SimOptions& opt, const Pla
     const LayerTime& lt = pr.layers[static_cast<size_t>(l)];
     if (!in.hw.overlap && (!lp.hot.empty() || c.predictor_on_device))
       s += std::min(lt.ffn_device_s, lt.ffn_host_s);  // sum of the halves, not their max
+    if (split_layer(lp, c)) s += in.hw.hybrid_layer_us * kUs;
     s += ((lp.attn_on_device ? kPacedAttnOps : 0) +
           (!lp.hot.empty() || c.predictor_on_device ? kPacedFfnOps : 0)) *
          in.hw.paced_op_us * kUs;
@@ -135,8 +142,9 @@ Result<PlanResult> plan_pruned(const SimInput& in, const SimOptions& opt, const 
       LayerPlacement& lp = r.plan.layers[static_cast<size_t>(l)];
       if (lp.hot.empty() || pin.layers[static_cast<size_t>(l)].host_cold_bytes == 0) continue;
       const LayerTime& lt = pr.layers[static_cast<size_t>(l)];
-      const double hybrid_s =
-          lt.ffn_s + (in.hw.overlap ? 0.0 : std::min(lt.ffn_device_s, lt.ffn_host_s));
+      const double hybrid_s = lt.ffn_s +
+                              (split_layer(lp, pin.layers[static_cast<size_t>(l)]) ? in.hw.hybrid_layer_us * kUs : 0.0) +
+                              (in.hw.overlap ? 0.0 : std::min(lt.ffn_device_s, lt.ffn_host_s));
       if (host_only_ffn_s(in, opt, pin, l) <= hybrid_s) {
         lp.hot.clear();
         std::fill(work.layers[static_cast<size_t>(l)].fire_prob.begin(),

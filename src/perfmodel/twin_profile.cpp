@@ -27,14 +27,19 @@ double twin_top80(const TwinSpec& t, int il, int n_layer) {
   return t.top80_mid + (t.top80_ends - t.top80_mid) * x * x;
 }
 
-std::vector<float> twin_probabilities(int64_t n, double firing, double top80, uint64_t seed) {
+std::vector<double> twin_curve(int64_t n, double firing, double top80) {
   constexpr double kMaxP = 0.995;
-  std::vector<double> p(static_cast<size_t>(n));
+  std::vector<double> p(static_cast<size_t>(n)), shape(p.size());
+  double shape_g = -1;  // the exponent `shape` holds (1 - u)^g for
   const auto fill = [&](double a, double g) {
-    for (int64_t k = 0; k < n; ++k) {
-      const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(n);
-      p[static_cast<size_t>(k)] = std::min(kMaxP, a * std::pow(1.0 - u, g));
+    if (g != shape_g) {  // the scale's bisection keeps g: the powers once per g
+      for (int64_t k = 0; k < n; ++k) {
+        const double u = (static_cast<double>(k) + 0.5) / static_cast<double>(n);
+        shape[static_cast<size_t>(k)] = std::pow(1.0 - u, g);
+      }
+      shape_g = g;
     }
+    for (size_t k = 0; k < p.size(); ++k) p[k] = std::min(kMaxP, a * shape[k]);
   };
   const auto mean = [&] { return std::accumulate(p.begin(), p.end(), 0.0) / static_cast<double>(n); };
   // For a shape g, the scale a giving the mean (bisection on log a; the mean grows with a).
@@ -55,6 +60,11 @@ std::vector<float> twin_probabilities(int64_t n, double firing, double top80, ui
     (neurons_covering(p, 0.8) > top80 ? glo : ghi) = g;
   }
   fit_scale(0.5 * (glo + ghi));
+  return p;
+}
+
+std::vector<float> twin_probabilities(int64_t n, double firing, double top80, uint64_t seed) {
+  const std::vector<double> p = twin_curve(n, firing, top80);
   std::vector<int64_t> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::mt19937_64 rng(seed);

@@ -46,7 +46,10 @@ std::string twin_names();
 // Layer il's targets (of n_layer): mean firing and the share covering 80%.
 double twin_top80(const TwinSpec& t, int il, int n_layer);
 
-// The n firing probabilities of one layer (neuron order: a permutation seeded by `seed`),
+// The n firing probabilities of one layer by rank (descending), with the given mean and share
+// of neurons covering 80% of the firings.
+std::vector<double> twin_curve(int64_t n, double firing, double top80);
+// The same in neuron order: the curve's ranks given to neurons in a permutation seeded by `seed`,
 // with the given mean and share of neurons covering 80% of the firings.
 std::vector<float> twin_probabilities(int64_t n, double firing, double top80, uint64_t seed);
 

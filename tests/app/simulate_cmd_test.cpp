@@ -44,7 +44,7 @@ TEST(SimulateCli, JsonParsesForEveryShapeAndHardware) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.out;
-  ASSERT_EQ(j["results"].size(), 21u);  // 7 shapes x 3 catalog machines
+  ASSERT_EQ(j["results"].size(), 28u);  // 7 shapes x 4 catalog machines
   for (const json& res : j["results"]) {
     const std::string model = res["model"].get<std::string>();
     SCOPED_TRACE(model + " on " + res["hw"].get<std::string>());
@@ -147,7 +147,8 @@ TEST(SimulateCli, BadFlagsAreUsageErrorsNamingTheFlag) {
       {{"--sparsity", "1.5"}, {"--sparsity", "1.5"}},
       {{"--drift", "2"}, {"--drift"}},
       {{"--bogus"}, {"--bogus"}},
-      {{"--hw", "h100"}, {"--hw", "rtx4090", "a100-80g", "a100-40g", "host"}},
+      {{"--hw", "tpu-v5"}, {"--hw", "rtx4090", "a100-80g", "a100-40g", "h100-sxm", "host"}},
+      {{"--dev-overhead-mib", "x"}, {"--dev-overhead-mib"}},
       {{"--model-shape", "llama9"}, {"--model-shape", "llama2-7b", "llama2-70b"}},
       {{"--type", "q9"}, {"--type", "q9"}},
       {{"--hw", "host"}, {"--calibration"}},
@@ -186,7 +187,7 @@ TEST(SimulateCli, BadFlagsAreUsageErrorsNamingTheFlag) {
 
 // --twin: the statistical twin's per-layer profile on a larger shape. relullama-7b fires 33% of
 // a layer's neurons with 41% (middle layer) to 72% (first and last) carrying 80% of the firings,
-// U-shaped over depth: the mean over 80 layers of that parabola is about 0.51 (a power law fitted
+// U-shaped over depth: the mean over 40 layers of that parabola is about 0.52 (a power law fitted
 // to one cover share would give every layer the same). prosparse-7b: 11% firing, 30% flat.
 TEST(SimulateCli, TwinProfilesGiveTheirFiringOnLargerShapes) {
   struct Case {
@@ -195,7 +196,7 @@ TEST(SimulateCli, TwinProfilesGiveTheirFiringOnLargerShapes) {
   };
   for (const Case& c : {Case{"relullama-7b", 0.33, 0.48, 0.54}, Case{"prosparse-7b", 0.11, 0.29, 0.31}}) {
     SCOPED_TRACE(c.twin);
-    CliResult r = run_hotcold({"simulate", "--model-shape", "70b", "--hw", "rtx4090", "--twin",
+    CliResult r = run_hotcold({"simulate", "--model-shape", "13b", "--hw", "rtx4090", "--twin",
                                c.twin, "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const json j = json::parse(r.out, nullptr, false);
@@ -211,6 +212,24 @@ TEST(SimulateCli, TwinProfilesGiveTheirFiringOnLargerShapes) {
   CliResult t = run_hotcold({"simulate", "--model-shape", "70b", "--twin", "prosparse-7b"});
   ASSERT_EQ(t.exit_code, 0) << t.err;
   EXPECT_TRUE(has(t.out, "# firing: llama2-70b: statistical twin prosparse-7b")) << t.out;
+}
+
+// --dev-overhead-mib: the device's bytes at open come out of the budget before any layer: on a
+// 4 GiB budget, 2 GiB of overhead leave room for about half the layers of 7B Q4_0 (113 MiB each).
+TEST(SimulateCli, DeviceOverheadComesOutOfTheBudget) {
+  auto layers = [](const std::string& overhead) {
+    CliResult r = run_hotcold({"simulate", "--model-shape", "7b", "--hw", "h100", "--vram-budget",
+                               "4", "-c", "64", "--dev-overhead-mib", overhead, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out, nullptr, false);
+    for (const json& m : j["results"][0]["modes"])
+      if (m["mode"] == "dense-offload") return m["layers_on_device"].get<int>();
+    return -1;
+  };
+  const int none = layers("0"), two_gib = layers("2048");
+  EXPECT_EQ(none, 32);  // 3.6 GiB of layers (and a 64-position KV) fit in 4 GiB
+  EXPECT_GE(two_gib, 15);
+  EXPECT_LE(two_gib, 18);
 }
 
 // Statistics of an MoE model of 8 experts of width n_ff: every token routed to expert 0 and one

@@ -109,9 +109,16 @@ TEST(SimulateBytes, ErrorsNameWhatWasExpected) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("llama2-7b"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("llama9"), std::string::npos) << s.message();
-  auto h = find_hardware("h100");
+  auto h = find_hardware("tpu-v5");
   ASSERT_FALSE(h.ok());
   EXPECT_NE(h.message().find("rtx4090"), std::string::npos) << h.message();
+  EXPECT_NE(h.message().find("h100-sxm"), std::string::npos) << h.message();
+  // The lent GPU's entry under its short names, its overhead charged inside the budget.
+  auto h100 = find_hardware("h100");
+  ASSERT_TRUE(h100.ok()) << h100.message();
+  EXPECT_EQ(h100->key, "h100-sxm");
+  EXPECT_EQ(h100->dev_overhead_bytes, uint64_t{688} << 20);
+  EXPECT_EQ(h100->default_budget(), uint64_t{80} << 30);
   ModelShape bad = toy_shape();
   bad.n_embd = 100;  // not a multiple of Q4_0's 32
   auto b = model_bytes(bad, GgmlType::Q4_0);
@@ -377,11 +384,22 @@ TEST(SimulateModes, SeventyBShapeRunsQuicklyAndHotColdBeatsLayerOffload) {
   for (const ModeResult& m : r->modes) EXPECT_LE(m.device_bytes, opt.budget_bytes) << m.mode;
 }
 
-TEST(SimulateModes, GivenPlanIsEvaluatedAsIs) {
+// The toy model with its first 16 neurons of layer 0 firing 90% of the time, and a plan placing
+// exactly those.
+SimInput sixteen_hot_input() {
   SimInput in = toy_input(0.0);
   for (int i = 0; i < 16; ++i) in.profile[0][static_cast<size_t>(i)] = 0.9;
+  return in;
+}
+PlacementPlan sixteen_hot_plan() {
   PlacementPlan plan = empty_plan(2, 128);
   for (int i = 0; i < 16; ++i) plan.layers[0].hot.push_back(i);
+  return plan;
+}
+
+TEST(SimulateModes, GivenPlanIsEvaluatedAsIs) {
+  SimInput in = sixteen_hot_input();
+  PlacementPlan plan = sixteen_hot_plan();
   SimOptions opt;
   opt.budget_bytes = 1 << 30;
   opt.plan = &plan;
@@ -394,6 +412,36 @@ TEST(SimulateModes, GivenPlanIsEvaluatedAsIs) {
   EXPECT_NEAR(st->device_mass, 1.0, 1e-12);  // every firing is in layer 0's 16 neurons
   PlacementPlan wrong = empty_plan(3, 128);
   opt.plan = &wrong;
+  EXPECT_FALSE(simulate(in, opt).ok());
+}
+
+// hybrid_layer_us: a given plan with hot neurons in one layer pays it once per token; a plan
+// with none does not.
+TEST(SimulateModes, SplitLayerCostIsChargedPerSplitLayer) {
+  SimInput in = sixteen_hot_input();
+  PlacementPlan plan = sixteen_hot_plan();
+  SimOptions opt;
+  opt.budget_bytes = 1 << 30;
+  opt.plan = &plan;
+  auto base = simulate(in, opt);
+  ASSERT_TRUE(base.ok()) << base.message();
+  in.hw.hybrid_layer_us = 250;
+  auto with = simulate(in, opt);
+  ASSERT_TRUE(with.ok()) << with.message();
+  EXPECT_NEAR(with->find("static")->s_per_token - base->find("static")->s_per_token, 250e-6, 1e-12);
+  // The modes without split layers are unchanged.
+  for (const char* m : {"dense-cpu", "sparse-cpu", "dense-offload"})
+    EXPECT_EQ(with->find(m)->s_per_token, base->find(m)->s_per_token) << m;
+  // A layer holding every neuron is not split: no charge.
+  PlacementPlan whole = empty_plan(2, 128);
+  for (int i = 0; i < 128; ++i) whole.layers[0].hot.push_back(i);
+  opt.plan = &whole;
+  auto whole_with = simulate(in, opt);
+  in.hw.hybrid_layer_us = 0;
+  auto whole_without = simulate(in, opt);
+  ASSERT_TRUE(whole_with.ok() && whole_without.ok());
+  EXPECT_EQ(whole_with->find("static")->s_per_token, whole_without->find("static")->s_per_token);
+  in.hw.hybrid_layer_us = -1;
   EXPECT_FALSE(simulate(in, opt).ok());
 }
 
