@@ -35,7 +35,10 @@ mkdir -p "$OUT"
 [[ -x $HC ]] || { echo "no hotcold binary at $HC (build first, or set HC)" >&2; exit 1; }
 [[ -f $M ]] || { echo "no model at $M (run scripts/setup.sh, or set MODEL)" >&2; exit 1; }
 RELU=0
-"$HC" inspect "$M" 2>/dev/null | grep -Eq 'ffn_activation +string +"relu"' && RELU=1
+# Read inspect's whole output first: `inspect | grep -q` under pipefail fails when grep's early
+# exit stops inspect with SIGPIPE, and the ReLU row was silently skipped.
+META="$("$HC" inspect "$M" 2>/dev/null || true)"
+grep -Eq 'ffn_activation +string +"relu"' <<<"$META" && RELU=1
 
 STATS=$OUT/prose.stats.gguf
 if [[ ! -f $STATS ]]; then

@@ -7,7 +7,9 @@
 // Results go under OUT/LABEL/: one JSON line per finished problem (TASK.jsonl: a rerun resumes
 // where the last stopped), perplexities (TASK.json), summary.json and trace.csv (the
 // dynamic-sparsity time series). After every run, OUT/results.json, OUT/results.md and the PNG
-// plots are rebuilt from every LABEL/summary.json under OUT (`--report` does only that).
+// plots are rebuilt from every LABEL/summary.json under OUT (`--report` does only that). A rerun
+// with every task resumed keeps the earlier summary's speed, sparsity, device and dynamic figures
+// (and its trace); one that computes something reports that work's.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -164,6 +166,8 @@ struct Runner {
   int n_ctx = 0;
   // Generation and prompt speed over the code tasks' problems (resumed ones included).
   double gen_tokens = 0, gen_seconds = 0, prompt_tokens = 0, prompt_seconds = 0;
+  // Perplexities and problems this process computed (not resumed from an earlier run's files).
+  int64_t fresh = 0;
 
   // Perplexity of a text file (first ppl_chunks chunks of ppl_ctx).
   Result<json> perplexity(const std::string& task, const std::string& path) {
@@ -314,6 +318,7 @@ struct Runner {
         prompt_tokens += r.value("prompt_tokens", 0.0);
         prompt_seconds += r.value("prompt_s", 0.0);
       } else {
+        ++fresh;
         int n_gen = 0;
         const double g0 = gen_seconds, p0 = prompt_seconds, pt0 = prompt_tokens;
         HC_ASSIGN_OR_RETURN(std::string completion, complete(p, &n_gen));
@@ -403,10 +408,12 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
         HC_ASSIGN_OR_RETURN(res, read_json(ppl_file));
         HC_LOG_INFO("%s: kept from %s", task.c_str(), ppl_file.c_str());
       } else if (task == "code-ppl") {
+        ++r.fresh;
         HC_ASSIGN_OR_RETURN(auto probs,
                             eval::load_humaneval(f.data + "/" + eval_task_file(task)));
         HC_ASSIGN_OR_RETURN(res, r.code_ppl(probs));
       } else {
+        ++r.fresh;
         HC_ASSIGN_OR_RETURN(res, r.perplexity(task, f.data + "/" + eval_task_file(task)));
       }
       if (!fs::exists(ppl_file)) HC_TRY(write_text(ppl_file, dump(res, 2) + "\n"));
@@ -418,6 +425,17 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
       HC_ASSIGN_OR_RETURN(res, r.code_task(task, probs));
     }
     summary["tasks"][task] = res;
+  }
+  // A rerun with nothing left to compute keeps the earlier run's figures of its work (sparsity,
+  // recall, device, migration, trace): this process measured nothing to replace them with.
+  const std::string summary_file = r.dir + "/summary.json";
+  if (r.fresh == 0 && fs::exists(summary_file)) {
+    HC_ASSIGN_OR_RETURN(json earlier, read_json(summary_file));
+    for (const char* part : {"speed", "sparse", "device", "dynamic"})
+      if (earlier.contains(part)) summary[part] = earlier[part];
+    HC_LOG_INFO("%s: every task resumed; kept the earlier run's speed and statistics",
+                label.c_str());
+    return write_text(summary_file, dump(summary, 2) + "\n");
   }
   // Speed, memory and sparsity of this process's work.
   json speed{{"gen_tok_s", r.gen_seconds > 0 ? r.gen_tokens / r.gen_seconds : 0.0},
@@ -467,7 +485,7 @@ Status run_config(const EvalFlags& f, const std::vector<std::string>& tasks,
     HC_TRY(write_text(r.dir + "/trace.csv", csv));
     HC_LOG_INFO("%s", r.dyn->summary().c_str());
   }
-  return write_text(r.dir + "/summary.json", dump(summary, 2) + "\n");
+  return write_text(summary_file, dump(summary, 2) + "\n");
 }
 
 // ---- report: every configuration under OUT -------------------------------------------------

@@ -63,6 +63,15 @@ TEST(EvalCli, WritesResultsReportAndPlotsAndResumes) {
   EXPECT_GT(s2["dynamic"]["audited_tokens"].get<double>(), 100.0);
   EXPECT_NEAR(s2["sparse"]["sparsity"].get<double>(), 0.7, 0.1);
   EXPECT_TRUE(std::filesystem::exists(out + "/relu-dyn/trace.csv"));
+  // The same command again has nothing left to run: the statistics and the trace of the run that
+  // measured them stay (a rerun used to overwrite them with an idle session's zeros).
+  const std::string trace = test::read_all(out + "/relu-dyn/trace.csv");
+  CliResult idle = run_hotcold(sargs);
+  ASSERT_EQ(idle.exit_code, 0) << idle.err;
+  EXPECT_TRUE(has(idle.err, "every task resumed")) << idle.err;
+  const auto s2b = nlohmann::json::parse(test::read_all(out + "/relu-dyn/summary.json"));
+  for (const char* part : {"sparse", "dynamic", "speed"}) EXPECT_EQ(s2b[part], s2[part]) << part;
+  EXPECT_EQ(test::read_all(out + "/relu-dyn/trace.csv"), trace);
   const std::string md = test::read_all(out + "/results.md");
   EXPECT_TRUE(has(md, "| dense |")) << md;
   EXPECT_TRUE(has(md, "| 0.000 (0.000-0.658) | 0.000 (0.000-0.658) |")) << md;
