@@ -74,14 +74,14 @@ class Sim:
         self.calls = 0
 
     def calibration(self) -> Path:
-        path = self.work / f"h100-host-{self.sparse_rel:.6f}.json"
-        if not path.exists():
-            r = self.sparse_rel
-            path.write_text(json.dumps({
-                "version": 1, "model": str(self.model), "date": self.pts["date"],
-                "host": {"read_gbps": self.host_gbps},
-                "efficiency": {"type": "q4_0", "dense": 1.0,
-                               "sparse_rel": [[0.01, r], [1.0, r]], "gate_rows_rel": r}}))
+        """The host's efficiencies as a --calibration file (rewritten for the current ratio)."""
+        path = self.work / "h100-host.calibration.json"
+        r = self.sparse_rel
+        path.write_text(json.dumps({
+            "version": 1, "model": str(self.model), "date": self.pts["date"],
+            "host": {"read_gbps": self.host_gbps},
+            "efficiency": {"type": "q4_0", "dense": 1.0,
+                           "sparse_rel": [[0.01, r], [1.0, r]], "gate_rows_rel": r}}))
         return path
 
     def modes(self, budget_mib: float, ngl: int | None = None) -> dict:

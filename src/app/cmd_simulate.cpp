@@ -137,8 +137,9 @@ Status project(const SimFlags& f) {
       Run run;
       run.shape = sj;
       run.hw = hw;
-      run.eff = cal && cal->eff.type == lower(dtype_name(sj.type)) ? cal->eff
-                                                                  : perfmodel::builtin_host_efficiency(sj.type);
+      run.eff = cal && cal->eff.type == lower(dtype_name(sj.type))
+                    ? cal->eff
+                    : perfmodel::builtin_host_efficiency(sj.type);
       if (f.host_eff > 0) {
         run.eff.dense = f.host_eff;
         run.eff.source += ", dense efficiency given";
@@ -148,7 +149,8 @@ Status project(const SimFlags& f) {
       perfmodel::SimInput in{sj.bytes, hw, run.eff, fr.profile, fr.expert_firing};
       opt.budget_bytes = run.budget;
       run.expert_firing = fr.expert_firing;
-      HC_ASSIGN_OR_RETURN(run.result, in_context(perfmodel::simulate(in, opt), sj.bytes.name + " on " + hw.key));
+      HC_ASSIGN_OR_RETURN(
+          run.result, in_context(perfmodel::simulate(in, opt), sj.bytes.name + " on " + hw.key));
       runs.push_back(std::move(run));
     }
   }
@@ -264,8 +266,9 @@ int cmd_simulate(const Args& args) {
                                      "(LLaMA2(ReGLU)-70B's in PowerInfer)");
   p.add_string("--stats", &f.stats, "measured statistics (hotcold profile) instead of the power "
                                     "law, resampled to the shape by rank quantile");
-  p.add_string("--twin", &f.twin, "a statistical twin's firing profile (" + perfmodel::twin_names() +
-                                  ") on the shape's layers, instead of the power law");
+  p.add_string("--twin", &f.twin,
+               "a statistical twin's firing profile (" + perfmodel::twin_names() +
+                   ") on the shape's layers, instead of the power law");
   p.add_float("--vram-budget", &f.vram_gib, "device budget in GiB (-1: its memory minus the "
                                             "reserve)");
   p.add_float("--drift", &f.drift, "share of neurons whose ranks the serving distribution "
@@ -292,9 +295,11 @@ int cmd_simulate(const Args& args) {
                                                 "(efficiencies; --hw host)");
   p.add_float("--host-gbps", &f.host_gbps, "host read bandwidth in GB/s, replacing peak x read "
                                            "fraction (0: the hardware's)");
-  p.add_float("--host-eff", &f.host_eff, "host dense decode efficiency, achieved / read (0: calibrated or built-in)");
+  p.add_float("--host-eff", &f.host_eff,
+              "host dense decode efficiency, achieved / read (0: calibrated or built-in)");
   p.add_float("--dev-gbps", &f.dev_gbps, "device memory bandwidth in GB/s (0: the hardware's)");
-  p.add_float("--dev-eff", &f.dev_eff, "device efficiency, achieved / bandwidth, (0, 1] (0: the hardware's)");
+  p.add_float("--dev-eff", &f.dev_eff,
+              "device efficiency, achieved / bandwidth, (0, 1] (0: the hardware's)");
   p.add_float("--link-gbps", &f.link_gbps, "host <-> device bandwidth in GB/s (0: the hardware's)");
   p.add_float("--op-us", &f.op_us, "cost of one device operation in us (-1: the hardware's)");
   p.add_float("--sync-us", &f.sync_us, "one host/device round trip in us (-1: the hardware's)");
@@ -308,7 +313,8 @@ int cmd_simulate(const Args& args) {
               "--hw host: the CPU device paced to this bandwidth, as bench's flag of that name "
               "(each paced operation also pays the calibrated sleep overshoot)");
   p.add_flag("--json", &f.json, "print JSON instead of tables");
-  p.add_flag("--calibrate", &f.calibrate, "measure this machine on -m MODEL and write -o FILE.json");
+  p.add_flag("--calibrate", &f.calibrate,
+             "measure this machine on -m MODEL and write -o FILE.json");
   p.add_string("-o,--output", &f.out, "--calibrate: the JSON file to write");
   p.add_int("-t,--threads", &f.threads, "--calibrate: host threads");
   p.add_int("--device-threads", &f.device_threads, "--calibrate: CPU device threads");
@@ -319,13 +325,16 @@ int cmd_simulate(const Args& args) {
       return usage_error(kCmd, "--calibrate: expected -m MODEL.gguf -o FILE.json");
     if (f.threads < 1 || f.threads > 512 || f.device_threads < 1 || f.device_threads > 512)
       return usage_error(kCmd, "-t / --device-threads: expected 1..512, found " +
-                                   std::to_string(f.threads) + " / " + std::to_string(f.device_threads));
+                                   std::to_string(f.threads) + " / " +
+                                   std::to_string(f.device_threads));
     if (f.calib_tokens < 1)
-      return usage_error(kCmd, "--calib-tokens: expected >= 1, found " + std::to_string(f.calib_tokens));
+      return usage_error(kCmd,
+                         "--calib-tokens: expected >= 1, found " + std::to_string(f.calib_tokens));
     return exit_code_for(kCmd, calibrate(f));
   }
   if (f.sparsity >= 0 && !(f.sparsity < 1))
-    return usage_error(kCmd, "--sparsity: expected a share in [0, 1), found " + fmt("%g", f.sparsity));
+    return usage_error(kCmd,
+                       "--sparsity: expected a share in [0, 1), found " + fmt("%g", f.sparsity));
   if (f.sparsity >= 0 && !f.stats.empty())
     return usage_error(kCmd, "--sparsity shapes the power law; --stats brings its own firing: give "
                              "one of them");
@@ -343,11 +352,14 @@ int cmd_simulate(const Args& args) {
   if (!(f.drift >= 0 && f.drift <= 1))
     return usage_error(kCmd, "--drift: expected a share in [0, 1], found " + fmt("%g", f.drift));
   if (!(f.drift_period > 0))
-    return usage_error(kCmd, "--drift-period: expected > 0 tokens, found " + fmt("%g", f.drift_period));
+    return usage_error(kCmd,
+                       "--drift-period: expected > 0 tokens, found " + fmt("%g", f.drift_period));
   if (f.vram_gib != -1 && !(f.vram_gib >= 0 && std::isfinite(f.vram_gib)))
     return usage_error(kCmd, "--vram-budget: expected GiB >= 0, found " + fmt("%g", f.vram_gib));
-  if (f.ctx < 1) return usage_error(kCmd, "-c: expected >= 1 positions, found " + std::to_string(f.ctx));
-  if (f.ngl < -1) return usage_error(kCmd, "-ngl: expected >= 0 layers, found " + std::to_string(f.ngl));
+  if (f.ctx < 1)
+    return usage_error(kCmd, "-c: expected >= 1 positions, found " + std::to_string(f.ctx));
+  if (f.ngl < -1)
+    return usage_error(kCmd, "-ngl: expected >= 0 layers, found " + std::to_string(f.ngl));
   if (f.granule < 1)
     return usage_error(kCmd, "--granule: expected >= 1, found " + std::to_string(f.granule));
   if (f.solver != "greedy" && f.solver != "best")
@@ -357,10 +369,13 @@ int cmd_simulate(const Args& args) {
   if (f.host_gbps < 0 || f.host_eff < 0 || f.dev_gbps < 0 || f.link_gbps < 0)
     return usage_error(kCmd, "--host-gbps, --host-eff, --dev-gbps, --link-gbps: expected > 0");
   if (f.emulate_gbps < 0 || (f.emulate_gbps > 0 && f.hw != "host"))
-    return usage_error(kCmd, "--device-emulate-gbps: expected GB/s > 0 with --hw host (the paced "
-                             "CPU device), found " + fmt("%g", f.emulate_gbps) + " with --hw " + f.hw);
+    return usage_error(kCmd,
+                       "--device-emulate-gbps: expected GB/s > 0 with --hw host (the paced "
+                       "CPU device), found " +
+                           fmt("%g", f.emulate_gbps) + " with --hw " + f.hw);
   if (f.predictor_rank < 0)
-    return usage_error(kCmd, "--predictor-rank: expected >= 0, found " + std::to_string(f.predictor_rank));
+    return usage_error(
+        kCmd, "--predictor-rank: expected >= 0, found " + std::to_string(f.predictor_rank));
   if (!(f.expert_skew >= 0 && f.expert_skew <= 20))
     return usage_error(kCmd,
                        "--expert-skew: expected an exponent in [0, 20] (0: uniform routing), "
@@ -375,12 +390,16 @@ int cmd_simulate(const Args& args) {
     return usage_error(kCmd, "-m names the model whose shape is simulated: drop --model-shape (or "
                              "use --model-shape file:PATH)");
   if (file_shape && !f.type.empty())
-    return usage_error(kCmd, "--type applies to catalog shapes; a file's own weight types are used");
-  if (GgmlType t; !f.type.empty() && (!dtype_from_name(f.type, &t) || perfmodel::bytes_per_weight(t) <= 0))
-    return usage_error(kCmd, "--type: expected a weight type such as f16, q8_0, q4_0, q4_k, found '" +
-                                 f.type + "'");
+    return usage_error(kCmd,
+                       "--type applies to catalog shapes; a file's own weight types are used");
+  if (GgmlType t;
+      !f.type.empty() && (!dtype_from_name(f.type, &t) || perfmodel::bytes_per_weight(t) <= 0))
+    return usage_error(
+        kCmd,
+        "--type: expected a weight type such as f16, q8_0, q4_0, q4_k, found '" + f.type + "'");
   if (f.hw != "all" && f.hw != "host") {
-    if (auto h = perfmodel::find_hardware(f.hw); !h.ok()) return usage_error(kCmd, "--hw: " + h.message());
+    if (auto h = perfmodel::find_hardware(f.hw); !h.ok())
+      return usage_error(kCmd, "--hw: " + h.message());
   }
   if (!file_shape && !f.shape.empty() && f.shape != "all") {
     if (auto s = perfmodel::find_shape(f.shape); !s.ok())

@@ -20,7 +20,6 @@ namespace hc::simcmd {
 
 using json = nlohmann::json;
 
-
 namespace {
 
 Result<double> number_at(const json& j, const char* key, const std::string& where) {
@@ -122,12 +121,14 @@ Result<double> decode_tok_s(const std::shared_ptr<const LlamaModel>& model, int 
   Session s(model, sp);
   std::mt19937 rng(7);
   std::vector<int32_t> toks(static_cast<size_t>(n_tok));
-  for (int32_t& t : toks) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(model->hparams().n_vocab));
+  for (int32_t& t : toks)
+    t = static_cast<int32_t>(rng() % static_cast<uint32_t>(model->hparams().n_vocab));
   double best = 0;
   for (int rep = 0; rep < 4; ++rep) {  // the first pass warms the pages up and is not counted
     s.truncate(0);
     const double t0 = now_seconds();
-    for (int i = 0; i < n_tok; ++i) HC_TRY(s.eval(std::span<const int32_t>(&toks[static_cast<size_t>(i)], 1)));
+    for (int i = 0; i < n_tok; ++i)
+      HC_TRY(s.eval(std::span<const int32_t>(&toks[static_cast<size_t>(i)], 1)));
     const double v = n_tok / (now_seconds() - t0);
     if (rep > 0) best = std::max(best, v);
   }
@@ -271,7 +272,8 @@ Result<DeviceMeasure> measure_device(ops::Device& dev, const LlamaModel& model) 
     std::vector<float> host(static_cast<size_t>(max_in), 0.01f);
     HC_TRY(dev.upload(x, host.data(), host.size() * sizeof(float)));
     double best = 1e30;
-    const int reps = static_cast<int>(std::clamp(3e9 / std::max<double>(static_cast<double>(bytes), 1), 5.0, 200.0));
+    const int reps = static_cast<int>(
+        std::clamp(3e9 / std::max<double>(static_cast<double>(bytes), 1), 5.0, 200.0));
     for (int rep = 0; rep <= reps; ++rep) {
       const double t0 = now_seconds();
       for (const TensorView& w : ws) dev.matmul(w, x, 1, x + max_in);
@@ -300,7 +302,8 @@ Status calibrate(const SimFlags& f) {
   HC_ASSIGN_OR_RETURN(auto dense_model, load_model_logged(mf));
   const GgmlType ffn_type = dense_model->weights().layers[0].ffn_up.type;
   HC_ASSIGN_OR_RETURN(double tok_s, decode_tok_s(dense_model, f.threads, f.calib_tokens));
-  const double dense_gbps = static_cast<double>(dense_model->weight_bytes_per_token()) * tok_s / 1e9;
+  const double dense_gbps =
+      static_cast<double>(dense_model->weight_bytes_per_token()) * tok_s / 1e9;
   const double read1 = best_read_gbps(f.threads);
   const double read = 0.5 * (read0 + read1);
   if (!(read > 0)) return Status::Error("the read-bandwidth probe failed");
@@ -315,8 +318,9 @@ Status calibrate(const SimFlags& f) {
   const double l1 = best_read_gbps(f.threads, int64_t{16} << 10);
   const double dense_max = 1.25 * std::max(resident, read) / read;
   const double rel_max = 1.25 * std::max(l1, resident) / dense_gbps;
-  HC_LOG_INFO("calibrate: a read of %.2f MiB (one token's weights): %.2f GB/s; of 16 KiB: %.2f GB/s",
-              token_bytes / 1048576.0, resident, l1);
+  HC_LOG_INFO(
+      "calibrate: a read of %.2f MiB (one token's weights): %.2f GB/s; of 16 KiB: %.2f GB/s",
+      token_bytes / 1048576.0, resident, l1);
   if (dense_gbps > 1.1 * read)
     HC_LOG_WARN("calibrate: %s decodes at %.2f GB/s, faster than the memory read probe (%.2f "
                 "GB/s): its weights (%.2f MiB) sit in cache, so its efficiency (%.2f) overstates "
@@ -331,7 +335,8 @@ Status calibrate(const SimFlags& f) {
   HC_ASSIGN_OR_RETURN(std::unique_ptr<ops::Device> dev, ops::open_device(dopt));
   const ops::DeviceProfile prof = dev->profile();
   HC_ASSIGN_OR_RETURN(DeviceMeasure dm, measure_device(*dev, *dense_model));
-  HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw, measure_hardware(*dev, *dense_model, f.threads, read));
+  HC_ASSIGN_OR_RETURN(sparse::HardwareProfile hw,
+                      measure_hardware(*dev, *dense_model, f.threads, read));
   HC_LOG_INFO("calibrate: cpu device (%d thread%s) probe %.2f GB/s, matmul %.2f GB/s, op %.2f us, "
               "sync %.2f us, sleep overshoot %.1f us", f.device_threads,
               f.device_threads == 1 ? "" : "s", prof.mem_gbps, dm.dense_gbps, dm.op_us,
@@ -403,17 +408,16 @@ Status calibrate(const SimFlags& f) {
   return Status::Ok();
 }
 
-
 Result<perfmodel::HardwareSpec> host_hardware(const Calibration& c) {
   if (!c.has_device)
     return Status::Error("calibration '" + c.path + "' has no \"cpu_device\" figures");
   perfmodel::HardwareSpec h;
   h.key = "host";
-  h.description = "this machine (" + std::to_string(c.threads) + " threads, read probe " +
-                  fmt("%.1f", c.read_gbps) + " GB/s) + CPU device (" +
-                  std::to_string(c.device_threads) + " thread" + (c.device_threads == 1 ? "" : "s") +
-                  ", " + fmt("%.1f", c.dev_dense_gbps) + " GB/s" +
-                  (c.threads + c.device_threads <= c.cores ? "" : ", sharing the host's cores") + ")";
+  h.description =
+      "this machine (" + std::to_string(c.threads) + " threads, read probe " +
+      fmt("%.1f", c.read_gbps) + " GB/s) + CPU device (" + std::to_string(c.device_threads) +
+      " thread" + (c.device_threads == 1 ? "" : "s") + ", " + fmt("%.1f", c.dev_dense_gbps) +
+      " GB/s" + (c.threads + c.device_threads <= c.cores ? "" : ", sharing the host's cores") + ")";
   h.host_peak_gbps = c.read_gbps;
   h.host_read_fraction = 1;
   h.host_cores = c.threads;

@@ -39,7 +39,8 @@ struct SimFlags {
   float host_gbps = 0, host_eff = 0, dev_gbps = 0, dev_eff = 0, link_gbps = 0;
   float op_us = -1, sync_us = -1;
   float dev_overhead_mib = -1;
-  float hybrid_layer_us = -1;  // per split layer, beyond the cost model (-1: the hardware's)  // device bytes charged at open (context, libraries)
+  float hybrid_layer_us = -1;  // per split layer, beyond the cost model (-1: the hardware's)  //
+                               // device bytes charged at open (context, libraries)
   float emulate_gbps = 0;  // --device-emulate-gbps (host: the paced CPU device)
   // --calibrate.
   bool calibrate = false;

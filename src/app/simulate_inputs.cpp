@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-
 #include "app/common.h"
 #include "app/plan_input.h"
 #include "ops/cpu/sparse.h"
@@ -18,9 +17,9 @@ namespace hc::simcmd {
 namespace {
 
 uint64_t bytes_of(const TensorView& t) {
-  return t.empty() ? 0 : static_cast<uint64_t>(row_bytes(t.type, t.ne0)) * static_cast<uint64_t>(t.ne1);
+  return t.empty() ? 0
+                   : static_cast<uint64_t>(row_bytes(t.type, t.ne0)) * static_cast<uint64_t>(t.ne1);
 }
-
 
 }  // namespace
 
@@ -60,7 +59,6 @@ Result<perfmodel::ModelBytes> file_model_bytes(const std::string& path) {
   return m;
 }
 
-
 Result<std::vector<ShapeJob>> shapes_from_flags(const SimFlags& f) {
   std::vector<ShapeJob> out;
   std::string shape = f.shape;
@@ -86,7 +84,8 @@ Result<std::vector<ShapeJob>> shapes_from_flags(const SimFlags& f) {
   if (shape == "all") {
     shapes = perfmodel::shape_catalog();
   } else {
-    HC_ASSIGN_OR_RETURN(perfmodel::ModelShape s, in_context(perfmodel::find_shape(shape), "--model-shape"));
+    HC_ASSIGN_OR_RETURN(perfmodel::ModelShape s,
+                        in_context(perfmodel::find_shape(shape), "--model-shape"));
     shapes.push_back(s);
   }
   for (perfmodel::ModelShape s : shapes) {
@@ -98,7 +97,6 @@ Result<std::vector<ShapeJob>> shapes_from_flags(const SimFlags& f) {
   return out;
 }
 
-
 Result<std::vector<perfmodel::HardwareSpec>> hardware_from_flags(const SimFlags& f,
                                                               const Calibration* cal) {
   std::vector<perfmodel::HardwareSpec> out;
@@ -109,12 +107,15 @@ Result<std::vector<perfmodel::HardwareSpec>> hardware_from_flags(const SimFlags&
       out.push_back(h);
     }
   } else if (f.hw == "host") {
-    if (!cal) return Status::Error("--hw host: this machine's figures come from --calibration "
-                                   "FILE.json (make one with --calibrate -m MODEL.gguf -o FILE.json)");
+    if (!cal)
+      return Status::Error(
+          "--hw host: this machine's figures come from --calibration "
+          "FILE.json (make one with --calibrate -m MODEL.gguf -o FILE.json)");
     HC_ASSIGN_OR_RETURN(perfmodel::HardwareSpec h, host_hardware(*cal));
     out.push_back(h);
   } else {
-    HC_ASSIGN_OR_RETURN(perfmodel::HardwareSpec h, in_context(perfmodel::find_hardware(f.hw), "--hw"));
+    HC_ASSIGN_OR_RETURN(perfmodel::HardwareSpec h,
+                        in_context(perfmodel::find_hardware(f.hw), "--hw"));
     out.push_back(h);
   }
   for (perfmodel::HardwareSpec& h : out) {
@@ -139,7 +140,6 @@ Result<std::vector<perfmodel::HardwareSpec>> hardware_from_flags(const SimFlags&
   }
   return out;
 }
-
 
 namespace {
 
@@ -219,7 +219,6 @@ Result<Firing> routing_for(const SimFlags& f, const ShapeJob& sj, const ActStats
   return fr;
 }
 
-
 }  // namespace
 
 Result<Firing> firing_for(const SimFlags& f, const ShapeJob& sj, const ActStats* stats) {
@@ -270,9 +269,11 @@ Result<Firing> firing_for(const SimFlags& f, const ShapeJob& sj, const ActStats*
                      t->source + ")";
     return fr;
   }
-  const double share = 1.0 - (f.sparsity >= 0 ? f.sparsity : 1.0 - perfmodel::kPowerInferFiringShare);
-  HC_ASSIGN_OR_RETURN(perfmodel::PowerLaw pl,
-                      in_context(perfmodel::fit_power_law(m.n_ff, share, f.cover), "--sparsity / --cover80"));
+  const double share =
+      1.0 - (f.sparsity >= 0 ? f.sparsity : 1.0 - perfmodel::kPowerInferFiringShare);
+  HC_ASSIGN_OR_RETURN(
+      perfmodel::PowerLaw pl,
+      in_context(perfmodel::fit_power_law(m.n_ff, share, f.cover), "--sparsity / --cover80"));
   const std::vector<double> p = perfmodel::power_law_probs(pl, m.n_ff);
   fr.profile.assign(static_cast<size_t>(m.n_layer()), p);
   fr.description = "power law p(x) = min(1, " + fmt("%.4g", pl.c) + " x^-" + fmt("%.4f", pl.a) +

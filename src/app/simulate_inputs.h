@@ -37,7 +37,6 @@ struct Firing {
   double expert_firing = 1;                  // MoE: share of a routed expert's neurons firing
 };
 
-
 // Per-layer firing of the profiling distribution for one shape: measured (stats, resampled to
 // the shape), or the power law / routing skew the flags give.
 Result<Firing> firing_for(const SimFlags& f, const ShapeJob& sj, const ActStats* stats);

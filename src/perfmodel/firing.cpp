@@ -46,7 +46,8 @@ struct PowerLawFitter {
 
   PowerLawFitter(int64_t n_, double f_) : n(n_), f(f_), lx(static_cast<size_t>(n_)) {
     for (int64_t r = 0; r < n; ++r)
-      lx[static_cast<size_t>(r)] = std::log((static_cast<double>(r) + 0.5) / static_cast<double>(n));
+      lx[static_cast<size_t>(r)] =
+          std::log((static_cast<double>(r) + 0.5) / static_cast<double>(n));
   }
   // log c for exponent a (bisection; the mean rises with c).
   double log_c(double a) const {

@@ -71,7 +71,8 @@ HostEfficiency builtin_host_efficiency(GgmlType t) {
       {GgmlType::Q4_0, 0.851, 3080, {3988, 1234, 692, 323}},
       {GgmlType::Q4_K, 0.790, 2907, {3201, 1429, 585, 287}},
   };
-  // Nearest measured type: by bytes per weight (F32/BF16 -> F16, Q5/Q6 -> Q8_0, 4-bit -> Q4_0/Q4_K).
+  // Nearest measured type: by bytes per weight (F32/BF16 -> F16, Q5/Q6 -> Q8_0, 4-bit ->
+  // Q4_0/Q4_K).
   const Row* row = &kRows[2];
   const char* note = "";
   switch (t) {
@@ -79,7 +80,11 @@ HostEfficiency builtin_host_efficiency(GgmlType t) {
     case GgmlType::Q8_0: row = &kRows[1]; break;
     case GgmlType::Q4_0: row = &kRows[2]; break;
     case GgmlType::Q4_K: row = &kRows[3]; break;
-    case GgmlType::F32: case GgmlType::BF16: row = &kRows[0]; note = " (nearest measured: F16)"; break;
+    case GgmlType::F32:
+    case GgmlType::BF16:
+      row = &kRows[0];
+      note = " (nearest measured: F16)";
+      break;
     case GgmlType::Q5_0: case GgmlType::Q5_1: case GgmlType::Q6_K: case GgmlType::Q8_1:
       row = &kRows[1]; note = " (nearest measured: Q8_0)"; break;
     case GgmlType::Q5_K: case GgmlType::Q3_K: case GgmlType::Q2_K:
@@ -119,7 +124,8 @@ uint64_t HardwareSpec::default_budget() const {
 Status HardwareSpec::validate() const {
   const std::string where = "hardware '" + key + "': ";
   if (!finite_pos(host_peak_gbps))
-    return Status::Error(where + "expected a host bandwidth > 0 GB/s, found " + fmt(host_peak_gbps));
+    return Status::Error(where + "expected a host bandwidth > 0 GB/s, found " +
+                         fmt(host_peak_gbps));
   if (!(host_read_fraction > 0 && host_read_fraction <= 1))
     return Status::Error(where + "expected a host read fraction in (0, 1], found " +
                          fmt(host_read_fraction));

@@ -28,8 +28,9 @@ sparse::LayerCosts moe_layer_costs(const MoeLayerBytes& b, std::vector<double> r
 // (in.expert_firing < 1) reads its predictor and its firing share f of gate, up and down_t rows
 // (the host at the sparse-row rate rel(f)); without a predictor the whole gate (at the dense
 // rate) and f of the up and down_t rows.
-Result<sparse::PlanInput> moe_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
-                                 const SimOptions& opt);
+Result<sparse::PlanInput> moe_plan_input(const SimInput& in,
+                                         const std::vector<std::vector<double>>& p,
+                                         const SimOptions& opt);
 
 // llama.cpp's MoE split on one device (-ngl, --n-cpu-moe): the trailing n_gpu_layers layers'
 // attention, norms, router and KV on the device (the output matrix too when `output`), and the

@@ -13,7 +13,6 @@ using detail::kGB;
 using sparse::LayerCosts;
 using sparse::PlanInput;
 
-
 // The planner's hardware figures and the parts of a PlanInput common to dense and MoE models.
 Result<PlanInput> plan_input_base(const SimInput& in, const std::vector<std::vector<double>>& p) {
   const ModelBytes& m = in.model;
@@ -34,8 +33,6 @@ Result<PlanInput> plan_input_base(const SimInput& in, const std::vector<std::vec
   return pin;
 }
 
-
-
 Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
                                     const SimOptions& opt) {
   const ModelBytes& m = in.model;
@@ -44,7 +41,8 @@ Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::v
                          "' has experts: its planner input is moe_plan_input's");
   HC_ASSIGN_OR_RETURN(PlanInput pin, plan_input_base(in, p));
   pin.device_reads_all_hot = !opt.predictor;
-  const int64_t rank = opt.predictor_rank > 0 ? opt.predictor_rank : std::max<int64_t>(1, m.n_embd / 16);
+  const int64_t rank =
+      opt.predictor_rank > 0 ? opt.predictor_rank : std::max<int64_t>(1, m.n_embd / 16);
   const double rel_gate_rows = in.eff.gate_rows();
   const uint64_t kv = m.kv_bytes_per_pos * static_cast<uint64_t>(opt.n_ctx);
   for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -55,7 +53,8 @@ Result<PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::v
     c.kv_read_bytes = kv / 2;  // a half-full context on average
     c.neuron_bytes = b.neuron();
     const double rel = in.eff.sparse_at(std::max(1e-6, mean_firing(p[l])));
-    const double rows = static_cast<double>(b.up_row + b.down_t_row + (opt.predictor ? b.gate_row : 0));
+    const double rows =
+        static_cast<double>(b.up_row + b.down_t_row + (opt.predictor ? b.gate_row : 0));
     c.host_neuron_bytes = static_cast<uint64_t>(std::llround(rows / rel));
     c.host_cold_bytes = opt.predictor ? 0 : static_cast<uint64_t>(std::llround(
                                                 static_cast<double>(b.gate_row) / rel_gate_rows));

@@ -18,7 +18,8 @@ Result<sparse::PlanInput> plan_input_base(const SimInput& in,
 // the host's bytes in "dense-equivalent" units: host_gbps is the achieved dense rate
 // (host read x eff.dense) and a sparse-row byte costs 1 / eff.sparse_at(share) of them (share:
 // the layer's mean firing share for up / down rows, 1 for the cold gate rows read in order).
-Result<sparse::PlanInput> hybrid_plan_input(const SimInput& in, const std::vector<std::vector<double>>& p,
-                                    const SimOptions& opt);
+Result<sparse::PlanInput> hybrid_plan_input(const SimInput& in,
+                                            const std::vector<std::vector<double>>& p,
+                                            const SimOptions& opt);
 
 }  // namespace hc::perfmodel

@@ -142,9 +142,11 @@ Result<PlanResult> plan_pruned(const SimInput& in, const SimOptions& opt, const 
       LayerPlacement& lp = r.plan.layers[static_cast<size_t>(l)];
       if (lp.hot.empty() || pin.layers[static_cast<size_t>(l)].host_cold_bytes == 0) continue;
       const LayerTime& lt = pr.layers[static_cast<size_t>(l)];
-      const double hybrid_s = lt.ffn_s +
-                              (split_layer(lp, pin.layers[static_cast<size_t>(l)]) ? in.hw.hybrid_layer_us * kUs : 0.0) +
-                              (in.hw.overlap ? 0.0 : std::min(lt.ffn_device_s, lt.ffn_host_s));
+      const double hybrid_s =
+          lt.ffn_s +
+          (split_layer(lp, pin.layers[static_cast<size_t>(l)]) ? in.hw.hybrid_layer_us * kUs
+                                                               : 0.0) +
+          (in.hw.overlap ? 0.0 : std::min(lt.ffn_device_s, lt.ffn_host_s));
       if (host_only_ffn_s(in, opt, pin, l) <= hybrid_s) {
         lp.hot.clear();
         std::fill(work.layers[static_cast<size_t>(l)].fire_prob.begin(),

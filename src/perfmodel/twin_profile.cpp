@@ -41,7 +41,9 @@ std::vector<double> twin_curve(int64_t n, double firing, double top80) {
     }
     for (size_t k = 0; k < p.size(); ++k) p[k] = std::min(kMaxP, a * shape[k]);
   };
-  const auto mean = [&] { return std::accumulate(p.begin(), p.end(), 0.0) / static_cast<double>(n); };
+  const auto mean = [&] {
+    return std::accumulate(p.begin(), p.end(), 0.0) / static_cast<double>(n);
+  };
   // For a shape g, the scale a giving the mean (bisection on log a; the mean grows with a).
   const auto fit_scale = [&](double g) {
     double lo = -30, hi = 30;
@@ -71,7 +73,8 @@ std::vector<float> twin_probabilities(int64_t n, double firing, double top80, ui
   std::shuffle(order.begin(), order.end(), rng);
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k)
-    out[static_cast<size_t>(order[static_cast<size_t>(k)])] = static_cast<float>(p[static_cast<size_t>(k)]);
+    out[static_cast<size_t>(order[static_cast<size_t>(k)])] =
+        static_cast<float>(p[static_cast<size_t>(k)]);
   return out;
 }
 
