@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own tools from the llama.cpp that the reference package (llama-cpp-python,
 # scripts/setup.sh) vendors, for side-by-side benchmarks: llama-bench (bench/compare_llamacpp.py
-# --llama-bench) and llama-server (bench/serve_load.py --llama-server). Native instruction sets
-# but no AMX, as setup builds the reference (its AMX path crashes on some hosts of this machine
-# kind). Not part of CI: the build takes ~10 minutes on 2 cores.
+# --llama-bench) and llama-server (bench/serve_load.py --llama-server), and keeps ggml's
+# static libraries and headers (ggml/lib, ggml/include) for bench/ggml_kernel_compare.sh. Native
+# instruction sets but no AMX, as setup builds the reference (its AMX path crashes on some hosts
+# of this machine kind). Not part of CI: the build takes ~6-10 minutes on 2 cores.
 #
 #   scripts/build_llama_cpp.sh          prints the directory holding bin/llama-bench and
 #                                       bin/llama-server (building them first if need be)
@@ -28,7 +29,7 @@ KEY="$(printf '%s\n%s\n%s\n' "$VERSION" "${ARGS[*]}" "$(grep -m1 '^flags' /proc/
 DIR="$CACHE/llama.cpp/$KEY"
 log() { echo "[build_llama_cpp] $*" >&2; }
 
-if [[ -x "$DIR/bin/llama-bench" && -x "$DIR/bin/llama-server" ]]; then
+if [[ -x "$DIR/bin/llama-bench" && -x "$DIR/bin/llama-server" && -s "$DIR/ggml/lib/libggml-cpu.a" ]]; then
   log "cached: $DIR"
   echo "$DIR"
   exit 0
@@ -49,13 +50,24 @@ cmake -S "$DIR.tmp/src" -B "$DIR.tmp/build" -G Ninja "${ARGS[@]}" > "$DIR.tmp/cm
   { log "error: configure failed (see $DIR.tmp/cmake.log)"; exit 1; }
 log "building llama-bench and llama-server with $JOBS jobs (~10 min on 2 cores)"
 start=$SECONDS
-cmake --build "$DIR.tmp/build" -j "$JOBS" --target llama-bench llama-server 2>&1 |
+cmake --build "$DIR.tmp/build" -j "$JOBS" --target llama-bench llama-server ggml ggml-base ggml-cpu 2>&1 |
   awk 'NR % 25 == 0 { print "[build_llama_cpp]   " $0 > "/dev/stderr" }' ||
   { log "error: build failed"; exit 1; }
 [[ -x "$DIR.tmp/build/bin/llama-bench" && -x "$DIR.tmp/build/bin/llama-server" ]] ||
   { log "error: the build did not produce bin/llama-bench and bin/llama-server"; exit 1; }
 mkdir -p "$DIR/bin"
 cp "$DIR.tmp/build/bin/llama-bench" "$DIR.tmp/build/bin/llama-server" "$DIR/bin/"  # static
+# ggml's static libraries and headers, for kernel references built against them
+# (bench/ggml_kernel_compare.sh); link.txt: the extra link flags they need.
+mkdir -p "$DIR/ggml/lib" "$DIR/ggml/include"
+find "$DIR.tmp/build/ggml/src" -maxdepth 2 -name 'libggml*.a' -exec cp {} "$DIR/ggml/lib/" \;
+cp "$DIR.tmp/src/ggml/include/"*.h "$DIR/ggml/include/"
+# (grep -c, not -q: under pipefail -q would stop nm with SIGPIPE and fail the test)
+if nm "$DIR/ggml/lib/libggml-cpu.a" 2>/dev/null | grep -c 'U GOMP_' > /dev/null; then  # OpenMP
+  echo "-fopenmp -pthread" > "$DIR/ggml/link.txt"
+else
+  echo "-pthread" > "$DIR/ggml/link.txt"
+fi
 rm -rf "$DIR.tmp"
 log "built in $((SECONDS - start)) s: $DIR/bin"
 echo "$DIR"
